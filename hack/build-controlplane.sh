@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Builds kube-apiserver and etcd from the Go module proxy into $BIN_DIR/controlplane/<k8s>-<etcd>/, the
+# directory envtest reads through KUBEBUILDER_ASSETS. Nothing is downloaded as a release binary: machines
+# that run leasegate's tests are often offline except for a Go module proxy.
+#
+# A second run is a no-op: each binary is rebuilt only when it is missing or reports another version.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+bin_dir=${BIN_DIR:-$here/../bin}
+dest="$bin_dir/controlplane/${KUBERNETES_VERSION}-${ETCD_VERSION}"
+mkdir -p "$dest"
+dest=$(cd "$dest" && pwd)
+
+log() { printf '[controlplane] %s\n' "$*" >&2; }
+
+build_apiserver() {
+  local out="$dest/kube-apiserver"
+  if [[ -x $out ]] && "$out" --version 2>/dev/null | grep -qx "Kubernetes ${KUBERNETES_VERSION}"; then
+    log "kube-apiserver ${KUBERNETES_VERSION} is cached"
+    return
+  fi
+  log "building kube-apiserver ${KUBERNETES_VERSION} from the Go module proxy (about 5 min cold)"
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  local staging=${KUBERNETES_VERSION/v1./v0.}
+  local upstream_mod
+  upstream_mod=$(cd "$work" && GOFLAGS=-mod=mod go mod download -json "k8s.io/kubernetes@${KUBERNETES_VERSION}" |
+    sed -n 's/^\t"GoMod": "\(.*\)",$/\1/p')
+  {
+    echo "module leasegate.local/controlplane"
+    echo
+    grep '^go ' "$upstream_mod"
+    echo
+    echo "require k8s.io/kubernetes ${KUBERNETES_VERSION}"
+    echo
+    # k8s.io/kubernetes requires its staging modules at v0.0.0 and replaces them with ./staging; outside
+    # its repository those replacements must point at the published modules of the same release.
+    sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#replace \1 => \1 '"$staging"'#p' "$upstream_mod"
+  } >"$work/go.mod"
+  cat >"$work/tools.go" <<'GO'
+//go:build tools
+
+package tools
+
+import _ "k8s.io/kubernetes/cmd/kube-apiserver"
+GO
+  (
+    cd "$work"
+    GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
+    local pkg=k8s.io/component-base/version
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out" -ldflags "-s -w \
+      -X $pkg.gitVersion=${KUBERNETES_VERSION} \
+      -X $pkg.gitMajor=$(cut -d. -f1 <<<"${KUBERNETES_VERSION#v}") \
+      -X $pkg.gitMinor=$(cut -d. -f2 <<<"${KUBERNETES_VERSION}") \
+      -X $pkg.gitTreeState=clean" k8s.io/kubernetes/cmd/kube-apiserver
+  )
+  log "kube-apiserver: $("$out" --version)"
+}
+
+build_etcd() {
+  local out="$dest/etcd"
+  if [[ -x $out ]] && "$out" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"; then
+    log "etcd ${ETCD_VERSION} is cached"
+    return
+  fi
+  log "building etcd ${ETCD_VERSION} from the Go module proxy"
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    printf 'module leasegate.local/etcd\n\ngo 1.24\n' >go.mod
+    cat >tools.go <<'GO'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+GO
+    GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" >/dev/null 2>&1
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$out" go.etcd.io/etcd/server/v3
+  )
+  log "etcd: $("$out" --version | head -1)"
+}
+
+build_etcd
+build_apiserver
+echo "$dest"

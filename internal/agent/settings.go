@@ -1,0 +1,157 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+// Readiness says what the agent's /readyz means.
+type Readiness string
+
+const (
+	// ReadinessHealth: ready while the agent works, whoever leads. Services keep followers, so clients
+	// that talk to any replica keep working through a failover.
+	ReadinessHealth Readiness = "health"
+	// ReadinessLeader: ready only while this pod leads, for active/passive routing through a Service.
+	ReadinessLeader Readiness = "leader"
+)
+
+// Settings is the agent's whole configuration. Each field comes from an environment variable and may be
+// overridden by the flag of the same meaning; the webhook injects the variables, people at a terminal use
+// the flags.
+type Settings struct {
+	PodName      string
+	PodNamespace string
+	PodUID       string
+	Lease        string
+	Timing       lease.Timing
+	Readiness    Readiness
+	Listen       string
+	StatusFile   string
+	Kubeconfig   string
+}
+
+// Identity is the holder identity this agent writes into the lease.
+func (s Settings) Identity() string { return lease.Identity(s.PodName, s.PodUID) }
+
+// setting ties an environment variable to its flag and the field it fills.
+type setting struct {
+	env, flag, usage string
+	required         bool
+	value            flag.Value
+}
+
+// LoadSettings reads the environment through getenv, then the flags in args, and validates the result.
+// Every problem is reported, each naming the environment variable and flag it came from. -h or --help
+// returns flag.ErrHelp.
+func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
+	s := Settings{Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440"}
+	fs, settings := s.flagSet()
+
+	var errs []error
+	for _, st := range settings {
+		if v := getenv(st.env); v != "" {
+			if err := st.value.Set(v); err != nil {
+				errs = append(errs, fmt.Errorf("%s=%q: %w", st.env, v, err))
+			}
+		}
+	}
+	fs.SetOutput(io.Discard)
+	if err := fs.Parse(args); err != nil {
+		return s, err
+	}
+	if fs.NArg() > 0 {
+		errs = append(errs, fmt.Errorf("unexpected arguments %q: the agent takes only flags", fs.Args()))
+	}
+
+	for _, st := range settings {
+		if st.required && st.value.String() == "" {
+			errs = append(errs, fmt.Errorf("%s (--%s) is required: %s", st.env, st.flag, st.usage))
+		}
+	}
+	if err := s.Timing.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("LEASEGATE_LEASE_DURATION=%s, LEASEGATE_RENEW_DEADLINE=%s, LEASEGATE_RETRY_PERIOD=%s: %w",
+			s.Timing.LeaseDuration, s.Timing.RenewDeadline, s.Timing.RetryPeriod, err))
+	}
+	return s, errors.Join(errs...)
+}
+
+// Usage writes every flag with its environment variable and default.
+func Usage(w io.Writer) {
+	s := Settings{Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440"}
+	fs, _ := s.flagSet()
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// flagSet binds every setting of s to its flag. The order is the order of the usage text.
+func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
+	settings := []setting{
+		{"POD_NAME", "pod-name", "name of the pod the agent runs in (downward API metadata.name)", true, stringValue{&s.PodName}},
+		{"POD_NAMESPACE", "pod-namespace", "namespace of the pod and of its lease", true, stringValue{&s.PodNamespace}},
+		{"POD_UID", "pod-uid", "UID of the pod (downward API metadata.uid)", true, stringValue{&s.PodUID}},
+		{"LEASEGATE_LEASE", "lease", "name of the coordination.k8s.io/v1 Lease to elect on", true, stringValue{&s.Lease}},
+		{"LEASEGATE_LEASE_DURATION", "lease-duration", "how long a lease lasts after its last renewal (whole seconds)", false, durationValue{&s.Timing.LeaseDuration}},
+		{"LEASEGATE_RENEW_DEADLINE", "renew-deadline", "how long a leader retries renewing before it stops leading", false, durationValue{&s.Timing.RenewDeadline}},
+		{"LEASEGATE_RETRY_PERIOD", "retry-period", "interval between renewals and acquisition attempts", false, durationValue{&s.Timing.RetryPeriod}},
+		{"LEASEGATE_READINESS", "readiness", "what /readyz reports: health (ready while working) or leader (ready only while leading)", false, readinessValue{&s.Readiness}},
+		{"LEASEGATE_LISTEN", "listen", "address of the HTTP endpoints (/healthz, /readyz, /leader, /metrics)", false, stringValue{&s.Listen}},
+		{"LEASEGATE_STATUS_FILE", "status-file", "file that holds the /leader JSON, rewritten atomically on every change", false, stringValue{&s.StatusFile}},
+		{"KUBECONFIG", "kubeconfig", "kubeconfig file; in-cluster config when empty", false, stringValue{&s.Kubeconfig}},
+	}
+	fs := flag.NewFlagSet("leasegate-agent", flag.ContinueOnError)
+	for _, st := range settings {
+		fs.Var(st.value, st.flag, fmt.Sprintf("%s (env %s)", st.usage, st.env))
+	}
+	return fs, settings
+}
+
+type stringValue struct{ p *string }
+
+func (v stringValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return *v.p
+}
+func (v stringValue) Set(s string) error { *v.p = s; return nil }
+
+type durationValue struct{ p *time.Duration }
+
+func (v durationValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return v.p.String()
+}
+func (v durationValue) Set(s string) error {
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return fmt.Errorf("not a duration (want a Go duration such as 15s or 1m): %q", s)
+	}
+	*v.p = d
+	return nil
+}
+
+type readinessValue struct{ p *Readiness }
+
+func (v readinessValue) String() string {
+	if v.p == nil {
+		return ""
+	}
+	return string(*v.p)
+}
+func (v readinessValue) Set(s string) error {
+	switch r := Readiness(strings.ToLower(s)); r {
+	case ReadinessHealth, ReadinessLeader:
+		*v.p = r
+		return nil
+	}
+	return fmt.Errorf("must be %q or %q, got %q", ReadinessHealth, ReadinessLeader, s)
+}

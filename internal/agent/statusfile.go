@@ -1,0 +1,35 @@
+package agent
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+// writeStatusFile replaces path with status as JSON. It writes a temporary file in the same directory and
+// renames it over path, so a reader sees the old content or the new, never a torn write.
+func writeStatusFile(path string, status lease.Status) error {
+	data, err := json.Marshal(status)
+	if err != nil {
+		return err
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name()) // a no-op once the rename has happened
+	if _, err := tmp.Write(append(data, '\n')); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Chmod(0o644); err != nil {
+		tmp.Close()
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), path)
+}

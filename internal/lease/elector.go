@@ -1,0 +1,375 @@
+package lease
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+)
+
+// releaseTimeout bounds the write that hands the lease back on shutdown. The agent must exit within a
+// second of SIGTERM; a release that cannot land by then is left to expire.
+const releaseTimeout = 500 * time.Millisecond
+
+// Status is what an elector knows about its lease, as the agent publishes it.
+type Status struct {
+	// Lease is "<namespace>/<name>".
+	Lease string `json:"lease"`
+	// Holder is the identity the lease names, "" when it is released or not yet observed.
+	Holder string `json:"holder"`
+	// IsLeader is true only while this elector holds the lease and may act.
+	IsLeader bool `json:"isLeader"`
+	// Since is when the current holder acquired the lease.
+	Since *time.Time `json:"since,omitempty"`
+	// Transitions is the lease's own count of changes of holder.
+	Transitions int32 `json:"transitions"`
+}
+
+// Config is what an Elector needs. Client, Namespace, Name and Identity are required.
+type Config struct {
+	Client    coordinationclient.LeasesGetter
+	Namespace string
+	Name      string
+	Identity  string
+	Timing    Timing
+	// ClockSkewMargin is added to the lease duration when judging someone else's lease (see Judge).
+	ClockSkewMargin time.Duration
+	// OnChange is called, from the election loop, every time Status changes. It must not block.
+	OnChange func(Status)
+	Log      logr.Logger
+}
+
+// Elector runs a leader election on one Lease.
+//
+// It keeps client-go's protocol, so it interoperates with client-go and controller-runtime electors on
+// the same lease: every write is a compare-and-swap on resourceVersion through resourcelock.LeaseLock, a
+// leader renews every retry period and stops leading when it has failed to renew for the renew deadline,
+// and it releases by writing an empty holder. It improves on client-go's follower, which only polls:
+// followers watch the Lease, so they try the moment it is released and arm a timer for the exact instant
+// it expires, and spend no API calls while a healthy leader renews.
+type Elector struct {
+	cfg  Config
+	name string // "<namespace>/<name>", for logs and Status
+	lock *resourcelock.LeaseLock
+
+	// observed is the latest Lease the watch delivered; nil until the first one arrives.
+	observed atomic.Pointer[coordinationv1.Lease]
+	synced   atomic.Bool
+
+	// Loop-owned election state.
+	leading   bool
+	lastRenew time.Time
+	acquired  time.Time
+
+	mu     sync.Mutex
+	status Status
+}
+
+// NewElector validates cfg and returns an elector that has not started.
+func NewElector(cfg Config) (*Elector, error) {
+	if cfg.Client == nil || cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "" {
+		return nil, errors.New("lease: an elector needs a client, a lease namespace and name, and an identity")
+	}
+	if err := cfg.Timing.Validate(); err != nil {
+		return nil, err
+	}
+	if cfg.OnChange == nil {
+		cfg.OnChange = func(Status) {}
+	}
+	name := cfg.Namespace + "/" + cfg.Name
+	return &Elector{
+		cfg:  cfg,
+		name: name,
+		lock: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
+			Client:     cfg.Client,
+			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
+		},
+		status: Status{Lease: name},
+	}, nil
+}
+
+// Status returns a snapshot of what the elector knows.
+func (e *Elector) Status() Status {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.status
+}
+
+// Synced reports whether the watch has listed the lease at least once: the elector has reached the API
+// server and knows who leads.
+func (e *Elector) Synced() bool { return e.synced.Load() }
+
+// Run takes part in the election until ctx ends, then stops leading and releases the lease if it holds it.
+func (e *Elector) Run(ctx context.Context) {
+	changed := make(chan struct{}, 1)
+	go e.watch(ctx, changed)
+	defer e.release()
+
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C:
+			timer.Reset(e.act(ctx))
+		case <-changed:
+			if wait, now := e.react(); now {
+				timer.Reset(0)
+			} else if wait > 0 {
+				timer.Reset(wait)
+			}
+		}
+	}
+}
+
+// react judges a Lease the watch delivered and says when to act next: now (the lease became acquirable,
+// or, for a leader, someone else wrote it), after wait (a follower's expiry timer), or leave the timer
+// alone (wait 0, now false).
+func (e *Elector) react() (wait time.Duration, now bool) {
+	observed := e.observed.Load()
+	if observed == nil {
+		// The lease was deleted: a follower may create it.
+		return 0, !e.leading
+	}
+	j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin)
+	if e.leading {
+		// Our own renewals come back through the watch; anything else is checked with a renewal at
+		// once, whose compare-and-swap fails if someone else really wrote the lease.
+		return 0, j.Holder != e.cfg.Identity
+	}
+	e.publish(observed, false)
+	if j.Acquirable(e.cfg.Identity) {
+		return 0, true
+	}
+	return min(e.cfg.Timing.RetryPeriod, time.Until(j.ExpiresAt)), false
+}
+
+// act renews (leader) or tries to acquire (follower), and returns how long to wait before acting again.
+func (e *Elector) act(ctx context.Context) time.Duration {
+	if e.leading {
+		return e.renew(ctx)
+	}
+	return e.tryAcquire(ctx)
+}
+
+func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
+	retry := e.cfg.Timing.RetryPeriod
+	// While the watch is healthy, a lease it shows held by someone else needs no API call: the watch
+	// wakes us when that changes, and react has armed the expiry timer.
+	if observed := e.observed.Load(); observed != nil && e.synced.Load() {
+		if j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin); !j.Acquirable(e.cfg.Identity) {
+			return min(retry, time.Until(j.ExpiresAt))
+		}
+	}
+
+	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timing.RenewDeadline)
+	defer cancel()
+	now := time.Now()
+	old, _, err := e.lock.Get(reqCtx)
+	switch {
+	case apierrors.IsNotFound(err):
+		record := e.record(now, now, 0)
+		if err := e.lock.Create(reqCtx, record); err != nil {
+			e.logAttempt(err, "create")
+			return retry
+		}
+		e.becomeLeader(now, now, record)
+		return retry
+	case err != nil:
+		e.logAttempt(err, "read")
+		return retry
+	}
+
+	spec := resourcelock.LeaderElectionRecordToLeaseSpec(old)
+	j := Judge(&spec, now, e.cfg.ClockSkewMargin)
+	if !j.Acquirable(e.cfg.Identity) {
+		return min(retry, time.Until(j.ExpiresAt))
+	}
+	transitions, acquired := old.LeaderTransitions, old.AcquireTime.Time
+	if old.HolderIdentity != e.cfg.Identity {
+		transitions, acquired = transitions+1, now
+	}
+	record := e.record(now, acquired, transitions)
+	if err := e.lock.Update(reqCtx, record); err != nil {
+		e.logAttempt(err, "take")
+		return retry
+	}
+	e.becomeLeader(now, acquired, record)
+	return retry
+}
+
+func (e *Elector) renew(ctx context.Context) time.Duration {
+	deadline := e.lastRenew.Add(e.cfg.Timing.RenewDeadline)
+	now := time.Now()
+	if !now.Before(deadline) {
+		e.stepDown(fmt.Sprintf("could not renew for the renew deadline (%s)", e.cfg.Timing.RenewDeadline))
+		return 0
+	}
+	// A request still in flight at the deadline is abandoned: leadership ends on time, not when the
+	// API server answers.
+	reqCtx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	record := e.record(now, e.acquired, int(e.Status().Transitions))
+	err := e.lock.Update(reqCtx, record)
+	if err == nil {
+		e.lastRenew = now
+		return e.cfg.Timing.RetryPeriod
+	}
+	if apierrors.IsConflict(err) {
+		// Someone else wrote the lease since our last write. Read it: if it still names us (a label
+		// edit, say), the next renewal uses the fresh resourceVersion; otherwise we have lost it.
+		current, _, getErr := e.lock.Get(reqCtx)
+		if getErr == nil && current.HolderIdentity != e.cfg.Identity {
+			e.stepDown(fmt.Sprintf("the lease was taken by %q", current.HolderIdentity))
+			e.publish(&coordinationv1.Lease{Spec: resourcelock.LeaderElectionRecordToLeaseSpec(current)}, false)
+			return 0
+		}
+		if getErr == nil {
+			return 0
+		}
+		err = getErr
+	}
+	if ctx.Err() == nil {
+		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
+			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
+	}
+	return min(e.cfg.Timing.RetryPeriod, time.Until(deadline))
+}
+
+// release stops leading and hands the lease back with an empty holder, as client-go's ReleaseOnCancel
+// does, so a follower takes it within a watch round trip instead of waiting for it to expire.
+func (e *Elector) release() {
+	if !e.leading {
+		return
+	}
+	// Stop acting before anyone else can start.
+	e.stepDown("shutting down")
+	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	defer cancel()
+	now := time.Now()
+	record := resourcelock.LeaderElectionRecord{
+		LeaseDurationSeconds: 1,
+		AcquireTime:          metav1.NewTime(now),
+		RenewTime:            metav1.NewTime(now),
+		LeaderTransitions:    int(e.Status().Transitions),
+	}
+	if err := e.lock.Update(ctx, record); err != nil {
+		e.cfg.Log.Error(err, "Releasing the lease failed; followers take it when it expires", "lease", e.name)
+		return
+	}
+	e.cfg.Log.Info("Released the lease", "lease", e.name)
+}
+
+func (e *Elector) record(renew, acquired time.Time, transitions int) resourcelock.LeaderElectionRecord {
+	return resourcelock.LeaderElectionRecord{
+		HolderIdentity:       e.cfg.Identity,
+		LeaseDurationSeconds: int(e.cfg.Timing.LeaseDuration / time.Second),
+		AcquireTime:          metav1.NewTime(acquired),
+		RenewTime:            metav1.NewTime(renew),
+		LeaderTransitions:    transitions,
+	}
+}
+
+func (e *Elector) becomeLeader(renewed, acquired time.Time, record resourcelock.LeaderElectionRecord) {
+	e.leading, e.lastRenew, e.acquired = true, renewed, acquired
+	lease := &coordinationv1.Lease{Spec: resourcelock.LeaderElectionRecordToLeaseSpec(&record)}
+	e.publish(lease, true)
+}
+
+func (e *Elector) stepDown(reason string) {
+	e.leading = false
+	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
+	e.mu.Lock()
+	e.status.IsLeader = false
+	status := e.status
+	e.mu.Unlock()
+	e.cfg.OnChange(status)
+}
+
+// publish records the holder a lease names and whether we lead, and reports a change.
+func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
+	next := Status{Lease: e.name, IsLeader: leading}
+	if h := lease.Spec.HolderIdentity; h != nil {
+		next.Holder = *h
+	}
+	if t := lease.Spec.AcquireTime; t != nil && next.Holder != "" {
+		since := t.Time
+		next.Since = &since
+	}
+	if t := lease.Spec.LeaseTransitions; t != nil {
+		next.Transitions = *t
+	}
+
+	e.mu.Lock()
+	prev := e.status
+	e.status = next
+	e.mu.Unlock()
+	if prev.Holder == next.Holder && prev.IsLeader == next.IsLeader && prev.Transitions == next.Transitions {
+		return
+	}
+	if leading && !prev.IsLeader {
+		e.cfg.Log.Info("Started leading", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
+	} else if prev.Holder != next.Holder {
+		e.cfg.Log.Info("Leader changed", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
+	}
+	e.cfg.OnChange(next)
+}
+
+func (e *Elector) logAttempt(err error, what string) {
+	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// Another candidate won the race; the watch brings its lease.
+		e.cfg.Log.V(1).Info("Lost the race for the lease", "lease", e.name, "attempt", what)
+		return
+	}
+	e.cfg.Log.Error(err, "Could not "+what+" the lease", "lease", e.name)
+}
+
+// watch keeps e.observed current with an informer on this one lease, and signals changed after each event.
+func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
+	byName := fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String()
+	leases := e.cfg.Client.Leases(e.cfg.Namespace)
+	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = byName
+			return leases.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = byName
+			return leases.Watch(ctx, opts)
+		},
+	}, &coordinationv1.Lease{}, 0, cache.Indexers{})
+
+	notify := func(lease *coordinationv1.Lease) {
+		e.observed.Store(lease)
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { notify(obj.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, obj any) { notify(obj.(*coordinationv1.Lease)) },
+		DeleteFunc: func(any) { notify(nil) },
+	})
+	go func() {
+		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
+			e.synced.Store(true)
+		}
+	}()
+	informer.RunWithContext(ctx)
+}

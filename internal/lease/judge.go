@@ -1,0 +1,72 @@
+package lease
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+)
+
+// State is who, if anyone, holds a lease at one instant.
+type State int
+
+const (
+	// Released: the holder identity is empty, as a leader leaves it when it steps down. Nobody holds it.
+	Released State = iota
+	// Held: the holder renewed recently enough that the lease is still in force.
+	Held
+	// Expired: a holder is named but its last renewal is too old. Nobody holds it any more.
+	Expired
+)
+
+func (s State) String() string {
+	switch s {
+	case Released:
+		return "released"
+	case Held:
+		return "held"
+	case Expired:
+		return "expired"
+	}
+	return "unknown"
+}
+
+// Judgement is the verdict on a lease at one instant.
+type Judgement struct {
+	// Holder is the identity named in the lease, even when it no longer holds it.
+	Holder string
+	State  State
+	// ExpiresAt is when the lease stops being held; zero unless the lease names a holder with a renewal.
+	ExpiresAt time.Time
+}
+
+// Judge decides who holds a lease at now: the holder named in spec holds it while
+// now < renewTime + leaseDurationSeconds + clockSkewMargin. A lease that names a holder but lacks a renew
+// time or duration was never validly renewed and is expired.
+//
+// The margin is added, not subtracted: renewTime was written with the holder's clock and is judged with
+// the caller's, so the caller extends the holder's term by the skew it is willing to tolerate. It runs on
+// every admission request the fence sees, so it must not allocate.
+func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.Duration) Judgement {
+	if spec.HolderIdentity == nil || *spec.HolderIdentity == "" {
+		return Judgement{State: Released}
+	}
+	j := Judgement{Holder: *spec.HolderIdentity, State: Expired}
+	if spec.RenewTime == nil || spec.LeaseDurationSeconds == nil {
+		return j
+	}
+	j.ExpiresAt = spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds)*time.Second + clockSkewMargin)
+	if now.Before(j.ExpiresAt) {
+		j.State = Held
+	}
+	return j
+}
+
+// HeldBy reports whether identity holds the lease according to j.
+func (j Judgement) HeldBy(identity string) bool {
+	return j.State == Held && j.Holder == identity
+}
+
+// Acquirable reports whether identity may take the lease: nobody holds it, or identity already does.
+func (j Judgement) Acquirable(identity string) bool {
+	return j.State != Held || j.Holder == identity
+}

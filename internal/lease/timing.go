@@ -1,0 +1,47 @@
+package lease
+
+import (
+	"fmt"
+	"time"
+)
+
+// Timing is an election's clock: how long a lease lasts, how long a leader keeps trying to renew before it
+// stops acting, and how often anyone retries. The names and defaults follow client-go's leaderelection.
+type Timing struct {
+	// LeaseDuration is how long a follower waits after the last renewal before it may take the lease.
+	LeaseDuration time.Duration
+	// RenewDeadline is how long a leader keeps trying to renew before it stops acting as leader.
+	RenewDeadline time.Duration
+	// RetryPeriod is the interval between renewals, and between a follower's attempts.
+	RetryPeriod time.Duration
+}
+
+// DefaultTiming is client-go's and controller-runtime's default, which most operators already know.
+var DefaultTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+
+// Validate reports the first rule the timing breaks, naming the values involved, or nil.
+//
+// retry period < renew deadline < lease duration is what makes an election safe: a leader that cannot
+// renew stops acting at the renew deadline, and the difference up to the lease duration is the budget for
+// the time it takes to stop and for clock skew between the old leader and the follower taking over.
+// A Lease stores its duration in whole seconds, so anything finer would be silently truncated.
+func (t Timing) Validate() error {
+	switch {
+	case t.RetryPeriod <= 0:
+		return fmt.Errorf("retry period must be positive, got %s", t.RetryPeriod)
+	case t.LeaseDuration < time.Second || t.LeaseDuration%time.Second != 0:
+		return fmt.Errorf("lease duration must be a whole number of seconds (a Lease stores seconds), got %s", t.LeaseDuration)
+	case t.RetryPeriod >= t.RenewDeadline:
+		return fmt.Errorf("retry period (%s) must be shorter than renew deadline (%s)", t.RetryPeriod, t.RenewDeadline)
+	case t.RenewDeadline >= t.LeaseDuration:
+		return fmt.Errorf("renew deadline (%s) must be shorter than lease duration (%s)", t.RenewDeadline, t.LeaseDuration)
+	}
+	return nil
+}
+
+// FailoverBudget is the longest a crashed leader's lease keeps followers out: the holder renewed just before
+// it died, the lease runs its full duration plus the skew margin the judge allows, and the follower's
+// attempt lands on the expiry timer (not a poll, since followers watch).
+func (t Timing) FailoverBudget(clockSkewMargin time.Duration) time.Duration {
+	return t.LeaseDuration + clockSkewMargin
+}
