@@ -45,7 +45,7 @@ func readyz(synced bool, s lease.Status, readiness Readiness) (int, string) {
 	}
 	who := "nobody holds lease " + s.Lease
 	if s.IsLeader {
-		who = "this pod leads lease " + s.Lease
+		who = fmt.Sprintf("this pod (%s) leads lease %s", s.Holder, s.Lease)
 	} else if s.Holder != "" {
 		who = fmt.Sprintf("lease %s is held by %s", s.Lease, s.Holder)
 	}

@@ -65,9 +65,10 @@ type Elector struct {
 	name string // "<namespace>/<name>", for logs and Status
 	lock *resourcelock.LeaseLock
 
-	// observed is the latest Lease the watch delivered; nil until the first one arrives.
+	// informer watches this one lease; observed is the latest version it delivered (nil before the
+	// first, and after a delete).
+	informer cache.SharedIndexInformer
 	observed atomic.Pointer[coordinationv1.Lease]
-	synced   atomic.Bool
 
 	// Loop-owned election state.
 	leading   bool
@@ -91,8 +92,9 @@ func NewElector(cfg Config) (*Elector, error) {
 	}
 	name := cfg.Namespace + "/" + cfg.Name
 	return &Elector{
-		cfg:  cfg,
-		name: name,
+		cfg:      cfg,
+		name:     name,
+		informer: newLeaseInformer(cfg.Client.Leases(cfg.Namespace), cfg.Name),
 		lock: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
 			Client:     cfg.Client,
@@ -111,7 +113,7 @@ func (e *Elector) Status() Status {
 
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
 // server and knows who leads.
-func (e *Elector) Synced() bool { return e.synced.Load() }
+func (e *Elector) Synced() bool { return e.informer.HasSynced() }
 
 // Run takes part in the election until ctx ends, then stops leading and releases the lease if it holds it.
 func (e *Elector) Run(ctx context.Context) {
@@ -171,7 +173,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	retry := e.cfg.Timing.RetryPeriod
 	// While the watch is healthy, a lease it shows held by someone else needs no API call: the watch
 	// wakes us when that changes, and react has armed the expiry timer.
-	if observed := e.observed.Load(); observed != nil && e.synced.Load() {
+	if observed := e.observed.Load(); observed != nil && e.Synced() {
 		if j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin); !j.Acquirable(e.cfg.Identity) {
 			return min(retry, time.Until(j.ExpiresAt))
 		}
@@ -339,11 +341,28 @@ func (e *Elector) logAttempt(err error, what string) {
 	e.cfg.Log.Error(err, "Could not "+what+" the lease", "lease", e.name)
 }
 
-// watch keeps e.observed current with an informer on this one lease, and signals changed after each event.
+// watch keeps e.observed current and signals changed after each event, until ctx ends.
 func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
-	byName := fields.OneTermEqualSelector("metadata.name", e.cfg.Name).String()
-	leases := e.cfg.Client.Leases(e.cfg.Namespace)
-	informer := cache.NewSharedIndexInformer(&cache.ListWatch{
+	notify := func(lease *coordinationv1.Lease) {
+		e.observed.Store(lease)
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { notify(obj.(*coordinationv1.Lease)) },
+		UpdateFunc: func(_, obj any) { notify(obj.(*coordinationv1.Lease)) },
+		DeleteFunc: func(any) { notify(nil) },
+	})
+	e.informer.RunWithContext(ctx)
+}
+
+// newLeaseInformer lists and watches one lease by name, so a follower sees every write to it and nothing
+// else in the namespace.
+func newLeaseInformer(leases coordinationclient.LeaseInterface, name string) cache.SharedIndexInformer {
+	byName := fields.OneTermEqualSelector("metadata.name", name).String()
+	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = byName
 			return leases.List(ctx, opts)
@@ -353,23 +372,4 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 			return leases.Watch(ctx, opts)
 		},
 	}, &coordinationv1.Lease{}, 0, cache.Indexers{})
-
-	notify := func(lease *coordinationv1.Lease) {
-		e.observed.Store(lease)
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	_, _ = informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { notify(obj.(*coordinationv1.Lease)) },
-		UpdateFunc: func(_, obj any) { notify(obj.(*coordinationv1.Lease)) },
-		DeleteFunc: func(any) { notify(nil) },
-	})
-	go func() {
-		if cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
-			e.synced.Store(true)
-		}
-	}()
-	informer.RunWithContext(ctx)
 }

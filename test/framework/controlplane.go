@@ -6,6 +6,7 @@ package framework
 import (
 	"bufio"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -48,6 +49,15 @@ func StartControlPlane() (*ControlPlane, error) {
 		return nil, err
 	}
 	return &ControlPlane{env: env, Config: config, Client: client}, nil
+}
+
+// Address is the API server's host:port.
+func (c *ControlPlane) Address() string {
+	u, err := url.Parse(c.Config.Host)
+	if err != nil || u.Host == "" {
+		return c.Config.Host
+	}
+	return u.Host
 }
 
 // Stop stops the API server and etcd and removes their data.

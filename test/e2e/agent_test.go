@@ -1,0 +1,422 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+
+	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+// fastTiming keeps failover specs short while keeping the proportions of the defaults.
+var fastTiming = lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+
+const leaseName = "worker"
+
+// startAgents creates a pod with a pod-bound token for each agent and starts the agent binary as that
+// pod. servers, when given, is the API server address each agent's kubeconfig uses.
+func startAgents(ctx context.Context, namespace string, n int, opts framework.AgentOptions, servers ...string) []*framework.Agent {
+	dir := GinkgoT().TempDir()
+	agents := make([]*framework.Agent, n)
+	for i := range agents {
+		server := ""
+		if i < len(servers) {
+			server = servers[i]
+		}
+		pod, err := controlPlane.CreatePod(ctx, namespace, fmt.Sprintf("worker-%d", i), dir, server)
+		Expect(err).NotTo(HaveOccurred())
+		agents[i] = startAgent(pod, opts)
+	}
+	return agents
+}
+
+func startAgent(pod *framework.Pod, opts framework.AgentOptions) *framework.Agent {
+	agent, err := framework.StartAgent(agentBinary, pod, leaseName, opts)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		agent.Stop()
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("logs of "+pod.Name, agent.Logs())
+		}
+	})
+	return agent
+}
+
+// soleLeader waits until exactly one agent claims leadership, all agree on its identity, and returns it.
+func soleLeader(agents []*framework.Agent) *framework.Agent {
+	var leader *framework.Agent
+	Eventually(func(g Gomega) {
+		leader = nil
+		for _, a := range agents {
+			s, err := a.Leader()
+			g.Expect(err).NotTo(HaveOccurred())
+			if s.IsLeader {
+				g.Expect(leader).To(BeNil(), "two agents claim leadership")
+				leader = a
+			}
+		}
+		g.Expect(leader).NotTo(BeNil(), "no agent leads yet")
+		for _, a := range agents {
+			s, err := a.Leader()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Holder).To(Equal(leader.Pod.Identity()), "agent %s disagrees about the holder", a.Pod.Name)
+		}
+	}).WithTimeout(15 * time.Second).WithPolling(20 * time.Millisecond).Should(Succeed())
+	return leader
+}
+
+func others(agents []*framework.Agent, except *framework.Agent) []*framework.Agent {
+	var rest []*framework.Agent
+	for _, a := range agents {
+		if a != except {
+			rest = append(rest, a)
+		}
+	}
+	return rest
+}
+
+// timeUntilOneLeads polls the agents until one of them claims leadership and returns how long it took.
+func timeUntilOneLeads(agents []*framework.Agent, since time.Time, timeout time.Duration) (*framework.Agent, time.Duration) {
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		for _, a := range agents {
+			if a.IsLeader() {
+				return a, time.Since(since)
+			}
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	Fail(fmt.Sprintf("no agent took over within %s", timeout))
+	return nil, 0
+}
+
+func getLease(ctx context.Context, namespace string) *coordinationv1.Lease {
+	l, err := controlPlane.Client.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return l
+}
+
+var _ = Describe("The leader agent", func() {
+	It("elects exactly one leader among three agents and names it <pod>_<uid> in the Lease, /leader, /metrics and the status file", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		statusDir := GinkgoT().TempDir()
+		dir := GinkgoT().TempDir()
+		var agents []*framework.Agent
+		for i := range 3 {
+			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "")
+			Expect(err).NotTo(HaveOccurred())
+			agents = append(agents, startAgent(pod, framework.AgentOptions{
+				Timing: fastTiming, StatusFile: filepath.Join(statusDir, pod.Name+".json"),
+			}))
+		}
+		leader := soleLeader(agents)
+
+		l := getLease(ctx, ns)
+		Expect(*l.Spec.HolderIdentity).To(Equal(leader.Pod.Name + "_" + leader.Pod.UID))
+		Expect(*l.Spec.LeaseDurationSeconds).To(BeEquivalentTo(3))
+
+		for _, a := range agents {
+			want := 0.0
+			if a == leader {
+				want = 1
+			}
+			Eventually(func() (float64, error) { return a.Metric("leasegate_agent_is_leader") }).Should(Equal(want))
+			Eventually(func() (string, error) {
+				data, err := os.ReadFile(filepath.Join(statusDir, a.Pod.Name+".json"))
+				return string(data), err
+			}).Should(And(
+				ContainSubstring(`"holder":%q`, leader.Pod.Identity()),
+				ContainSubstring(`"isLeader":%t`, a == leader)))
+
+			Eventually(func(g Gomega) {
+				body, code, err := a.Get("/readyz")
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(code).To(Equal(http.StatusOK), "readiness is health by default: followers stay Ready")
+				g.Expect(string(body)).To(ContainSubstring(leader.Pod.Name))
+			}).Should(Succeed())
+		}
+		Expect(leader.Logs()).To(ContainSubstring(`msg="Started leading" lease=%s/%s holder=%s`, ns, leaseName, leader.Pod.Identity()))
+	})
+
+	It("hands over within a second of SIGTERM, exits 0, and the Lease records the release", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+
+		holders := watchHolders(ctx, ns)
+		signalled := time.Now()
+		Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
+		next, handover := timeUntilOneLeads(others(agents, leader), signalled, 5*time.Second)
+		GinkgoWriter.Printf("graceful handover took %s\n", handover)
+		Expect(handover).To(BeNumerically("<", time.Second))
+
+		Expect(leader.WaitExit(ctx, time.Second)).To(BeTrue(), "the agent must exit within a second of SIGTERM")
+		Expect(leader.ExitCode()).To(Equal(0))
+		Eventually(holders.list).Should(ContainElements(leader.Pod.Identity(), "", next.Pod.Identity()))
+		Expect(holders.list()).To(HaveExactElements(leader.Pod.Identity(), "", next.Pod.Identity()),
+			"the lease goes from the old leader to released to the new leader, nothing in between")
+		Expect(leader.Logs()).To(ContainSubstring("Released the lease"))
+	})
+
+	It("lets a follower take over within lease duration + retry period when the leader is killed", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+
+		killed := time.Now()
+		Expect(leader.Signal(syscall.SIGKILL)).To(Succeed())
+		_, takeover := timeUntilOneLeads(others(agents, leader), killed, 10*time.Second)
+		GinkgoWriter.Printf("crash takeover took %s\n", takeover)
+		Expect(takeover).To(BeNumerically("<=", fastTiming.LeaseDuration+fastTiming.RetryPeriod))
+		Expect(getLease(ctx, ns).Spec.LeaseTransitions).To(HaveValue(BeEquivalentTo(1)), "one change of holder since the lease was created")
+	})
+
+	It("stops claiming leadership within its renew deadline when the API server becomes unreachable", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		var servers []string
+		var proxies []*framework.Proxy
+		for range 3 {
+			p, err := framework.StartProxy(controlPlane.Address())
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(p.Close)
+			proxies = append(proxies, p)
+			servers = append(servers, "https://"+p.Addr)
+		}
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming, Readiness: "leader"}, servers...)
+		leader := soleLeader(agents)
+		for i, a := range agents {
+			if a == leader {
+				proxies[i].Cut()
+			}
+		}
+		cut := time.Now()
+
+		Eventually(leader.IsLeader).WithTimeout(5 * time.Second).WithPolling(10 * time.Millisecond).Should(BeFalse())
+		stepDown := time.Since(cut)
+		GinkgoWriter.Printf("partitioned leader stepped down after %s\n", stepDown)
+		// The last renewal happened before the cut, so the deadline falls at most RenewDeadline after it;
+		// the allowance covers this spec's polling.
+		Expect(stepDown).To(BeNumerically("<=", fastTiming.RenewDeadline+100*time.Millisecond))
+		Expect(leader.Metric("leasegate_agent_is_leader")).To(BeZero())
+		body, code, err := leader.Get("/readyz")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusServiceUnavailable))
+		Expect(string(body)).To(HavePrefix("not leader"))
+
+		next := soleLeader(others(agents, leader))
+		_, code, err = next.Get("/readyz")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusOK))
+		Expect(leader.IsLeader()).To(BeFalse(), "the partitioned agent must not reclaim a lease it cannot renew")
+	})
+
+	It("never has two agents claiming leadership at once through repeated handovers and crashes", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		dir := GinkgoT().TempDir()
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		sampler := sampleClaims(ctx, agents)
+
+		for round := range 6 {
+			leader := soleLeader(agents)
+			sig := syscall.SIGTERM
+			if round%2 == 1 {
+				sig = syscall.SIGKILL
+			}
+			Expect(leader.Signal(sig)).To(Succeed())
+			Expect(leader.WaitExit(ctx, 2*time.Second)).To(BeTrue())
+			soleLeader(others(agents, leader))
+			// The pod comes back, as kubelet restarts a container, with the same identity.
+			restarted := startAgent(leader.Pod, framework.AgentOptions{Timing: fastTiming})
+			for i := range agents {
+				if agents[i] == leader {
+					agents[i] = restarted
+				}
+			}
+			sampler.replace(leader, restarted)
+		}
+		_ = dir
+		rounds, violations := sampler.stop()
+		GinkgoWriter.Printf("sampled %d rounds of /leader across 6 failovers\n", rounds)
+		Expect(rounds).To(BeNumerically(">", 100))
+		Expect(violations).To(BeEmpty())
+	})
+
+	DescribeTable("rejects bad settings with exit status 2 and a message naming the setting",
+		func(ctx SpecContext, env []string, want string) {
+			cmd := exec.CommandContext(ctx, agentBinary)
+			cmd.Env = append([]string{
+				"POD_NAME=worker-0", "POD_NAMESPACE=default", "POD_UID=0f1e", "LEASEGATE_LEASE=worker",
+				"KUBECONFIG=" + writeUnreachableKubeconfig(),
+			}, env...)
+			out, err := cmd.CombinedOutput()
+			var exit *exec.ExitError
+			Expect(err).To(BeAssignableToTypeOf(exit))
+			Expect(cmd.ProcessState.ExitCode()).To(Equal(2))
+			Expect(string(out)).To(ContainSubstring(want))
+			Expect(string(out)).NotTo(ContainSubstring("panic"))
+		},
+		Entry("missing pod UID, with no fallback to the hostname", []string{"POD_UID="}, "POD_UID (--pod-uid) is required"),
+		Entry("missing lease name", []string{"LEASEGATE_LEASE="}, "LEASEGATE_LEASE (--lease) is required"),
+		Entry("duration that does not parse", []string{"LEASEGATE_RETRY_PERIOD=2"}, `LEASEGATE_RETRY_PERIOD="2": not a duration`),
+		Entry("renew deadline not shorter than lease duration", []string{"LEASEGATE_RENEW_DEADLINE=15s"}, "renew deadline (15s) must be shorter than lease duration (15s)"),
+		Entry("retry period not shorter than renew deadline", []string{"LEASEGATE_RETRY_PERIOD=10s"}, "retry period (10s) must be shorter than renew deadline (10s)"),
+		Entry("lease duration a Lease cannot store", []string{"LEASEGATE_LEASE_DURATION=15500ms"}, "lease duration must be a whole number of seconds"),
+		Entry("unknown readiness mode", []string{"LEASEGATE_READINESS=always"}, `LEASEGATE_READINESS="always": must be "health" or "leader"`),
+		Entry("kubeconfig that does not exist", []string{"KUBECONFIG=/nonexistent/kubeconfig"}, "KUBECONFIG=/nonexistent/kubeconfig"),
+		Entry("outside a pod without a kubeconfig", []string{"KUBECONFIG=", "KUBERNETES_SERVICE_HOST="}, "set KUBECONFIG (--kubeconfig) outside a pod"),
+		Entry("listen address that is not an address", []string{"LEASEGATE_LISTEN=nowhere"}, "LEASEGATE_LISTEN=nowhere"),
+	)
+
+	It("reports an unreachable API server clearly, never claims leadership, and still exits promptly on SIGTERM", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		pod, err := controlPlane.CreatePod(ctx, ns, "worker-0", GinkgoT().TempDir(), unreachableServer)
+		Expect(err).NotTo(HaveOccurred())
+		agent := startAgent(pod, framework.AgentOptions{Timing: fastTiming})
+
+		Eventually(func() (string, error) {
+			body, _, err := agent.Get("/healthz")
+			return string(body), err
+		}).Should(Equal("ok\n"))
+		body, code, err := agent.Get("/readyz")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(code).To(Equal(http.StatusServiceUnavailable))
+		Expect(string(body)).To(ContainSubstring("not observed yet (is the API server reachable?)"))
+		Eventually(agent.Logs).WithTimeout(5*time.Second).Should(
+			ContainSubstring(`msg="Could not read the lease"`), "the election loop names what failed")
+		Expect(agent.Logs()).To(ContainSubstring("connection refused"))
+		Consistently(agent.IsLeader).WithTimeout(time.Second).Should(BeFalse())
+
+		Expect(agent.Signal(syscall.SIGTERM)).To(Succeed())
+		Expect(agent.WaitExit(ctx, time.Second)).To(BeTrue())
+		Expect(agent.ExitCode()).To(Equal(0))
+		Expect(agent.Logs()).NotTo(ContainSubstring("panic"))
+	})
+})
+
+// unreachableServer is a loopback port nothing listens on.
+const unreachableServer = "https://127.0.0.1:1"
+
+func writeUnreachableKubeconfig() string {
+	path := filepath.Join(GinkgoT().TempDir(), "kubeconfig")
+	Expect(os.WriteFile(path, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "`+unreachableServer+`"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: c, context: {cluster: c, user: u}}]
+current-context: c
+`), 0o600)).To(Succeed())
+	return path
+}
+
+// holderLog records every holder identity the Lease takes, in order, as a watch delivers it.
+type holderLog struct {
+	mu      sync.Mutex
+	holders []string
+}
+
+func (h *holderLog) list() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.holders...)
+}
+
+func watchHolders(ctx context.Context, namespace string) *holderLog {
+	w, err := controlPlane.Client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("metadata.name", leaseName).String(),
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	h := &holderLog{}
+	go func() {
+		for event := range w.ResultChan() {
+			l, ok := event.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			holder := ""
+			if l.Spec.HolderIdentity != nil {
+				holder = *l.Spec.HolderIdentity
+			}
+			h.mu.Lock()
+			if len(h.holders) == 0 || h.holders[len(h.holders)-1] != holder {
+				h.holders = append(h.holders, holder)
+			}
+			h.mu.Unlock()
+		}
+	}()
+	return h
+}
+
+// claimSampler asks every agent's /leader, one after another, in rounds, and records each round in which
+// more than one agent claims leadership.
+type claimSampler struct {
+	mu         sync.Mutex
+	agents     []*framework.Agent
+	rounds     int
+	violations []string
+	done       chan struct{}
+	stopped    chan struct{}
+}
+
+func sampleClaims(ctx context.Context, agents []*framework.Agent) *claimSampler {
+	s := &claimSampler{agents: append([]*framework.Agent(nil), agents...), done: make(chan struct{}), stopped: make(chan struct{})}
+	go func() {
+		defer close(s.stopped)
+		for {
+			select {
+			case <-s.done:
+				return
+			case <-ctx.Done():
+				return
+			case <-time.After(10 * time.Millisecond):
+			}
+			s.mu.Lock()
+			current := append([]*framework.Agent(nil), s.agents...)
+			s.mu.Unlock()
+			var claims []string
+			for _, a := range current {
+				if a.IsLeader() {
+					claims = append(claims, a.Pod.Name)
+				}
+			}
+			s.mu.Lock()
+			s.rounds++
+			if len(claims) > 1 {
+				s.violations = append(s.violations, fmt.Sprintf("%s at %s", claims, time.Now().Format(time.RFC3339Nano)))
+			}
+			s.mu.Unlock()
+		}
+	}()
+	return s
+}
+
+func (s *claimSampler) replace(old, new *framework.Agent) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i := range s.agents {
+		if s.agents[i] == old {
+			s.agents[i] = new
+		}
+	}
+}
+
+func (s *claimSampler) stop() (int, []string) {
+	close(s.done)
+	<-s.stopped
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.rounds, s.violations
+}

@@ -1,0 +1,47 @@
+// Package e2e is leasegate's end-to-end suite: the built binaries against a real kube-apiserver and etcd,
+// authenticating with real pod-bound service account tokens.
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+var (
+	controlPlane *framework.ControlPlane
+	agentBinary  string
+)
+
+func TestE2E(t *testing.T) {
+	RegisterFailHandler(Fail)
+	RunSpecs(t, "leasegate e2e")
+}
+
+var _ = BeforeSuite(func() {
+	var err error
+	By("starting kube-apiserver and etcd")
+	controlPlane, err = framework.StartControlPlane()
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(controlPlane.Stop)
+
+	By("building leasegate-agent")
+	agentBinary, err = framework.BuildAgent(GinkgoT().TempDir())
+	Expect(err).NotTo(HaveOccurred())
+})
+
+var namespaces atomic.Int32
+
+// newNamespace gives a spec a namespace of its own, with the service account and lease RBAC, so specs
+// never share a lease.
+func newNamespace(ctx context.Context) string {
+	name := fmt.Sprintf("e2e-%d-%d", GinkgoParallelProcess(), namespaces.Add(1))
+	Expect(controlPlane.CreateNamespace(ctx, name)).To(Succeed())
+	return name
+}
