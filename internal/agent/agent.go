@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -37,7 +36,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	client, err := coordinationclient.NewForConfig(config)
+	client, err := lease.NewClient(config)
 	if err != nil {
 		return nil, fmt.Errorf("building the API client: %w", err)
 	}

@@ -15,9 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/ptr"
 )
 
 // releaseTimeout bounds the write that hands the lease back on shutdown. The agent must exit within a
@@ -40,7 +39,7 @@ type Status struct {
 
 // Config is what an Elector needs. Client, Namespace, Name and Identity are required.
 type Config struct {
-	Client    coordinationclient.LeasesGetter
+	Client    *Client
 	Namespace string
 	Name      string
 	Identity  string
@@ -54,26 +53,27 @@ type Config struct {
 
 // Elector runs a leader election on one Lease.
 //
-// It keeps client-go's protocol, so it interoperates with client-go and controller-runtime electors on
-// the same lease: every write is a compare-and-swap on resourceVersion through resourcelock.LeaseLock, a
-// leader renews every retry period and stops leading when it has failed to renew for the renew deadline,
-// and it releases by writing an empty holder. It improves on client-go's follower, which only polls:
-// followers watch the Lease, so they try the moment it is released and arm a timer for the exact instant
-// it expires, and spend no API calls while a healthy leader renews.
+// It speaks client-go's leaderelection protocol, so it interoperates with client-go and
+// controller-runtime electors on the same lease: every write is a compare-and-swap on resourceVersion; a
+// leader renews every retry period and stops leading when it has failed to renew for the renew deadline;
+// acquiring a lease from another holder counts a transition; releasing writes an empty holder, as
+// ReleaseOnCancel does. It improves on client-go's follower, which only polls: followers watch the Lease,
+// so they try the moment it is released, arm a timer for the instant it expires, and spend no API calls
+// while a healthy leader renews.
 type Elector struct {
 	cfg  Config
 	name string // "<namespace>/<name>", for logs and Status
-	lock *resourcelock.LeaseLock
 
 	// informer watches this one lease; observed is the latest version it delivered (nil before the
 	// first, and after a delete).
 	informer cache.SharedIndexInformer
 	observed atomic.Pointer[coordinationv1.Lease]
 
-	// Loop-owned election state.
+	// Loop-owned election state. current is the latest version of the lease this elector read or wrote:
+	// the base of its next compare-and-swap.
+	current   *coordinationv1.Lease
 	leading   bool
 	lastRenew time.Time
-	acquired  time.Time
 
 	mu     sync.Mutex
 	status Status
@@ -94,13 +94,8 @@ func NewElector(cfg Config) (*Elector, error) {
 	return &Elector{
 		cfg:      cfg,
 		name:     name,
-		informer: newLeaseInformer(cfg.Client.Leases(cfg.Namespace), cfg.Name),
-		lock: &resourcelock.LeaseLock{
-			LeaseMeta:  metav1.ObjectMeta{Namespace: cfg.Namespace, Name: cfg.Name},
-			Client:     cfg.Client,
-			LockConfig: resourcelock.ResourceLockConfig{Identity: cfg.Identity},
-		},
-		status: Status{Lease: name},
+		informer: newLeaseInformer(cfg.Client, cfg.Namespace, cfg.Name),
+		status:   Status{Lease: name},
 	}, nil
 }
 
@@ -150,8 +145,8 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 	}
 	j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin)
 	if e.leading {
-		// Our own renewals come back through the watch; anything else is checked with a renewal at
-		// once, whose compare-and-swap fails if someone else really wrote the lease.
+		// Our own renewals come back through the watch. Anything else is checked by renewing at once:
+		// the compare-and-swap fails if someone else really wrote the lease.
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
@@ -171,48 +166,60 @@ func (e *Elector) act(ctx context.Context) time.Duration {
 
 func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	retry := e.cfg.Timing.RetryPeriod
-	// While the watch is healthy, a lease it shows held by someone else needs no API call: the watch
-	// wakes us when that changes, and react has armed the expiry timer.
-	if observed := e.observed.Load(); observed != nil && e.Synced() {
-		if j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin); !j.Acquirable(e.cfg.Identity) {
-			return min(retry, time.Until(j.ExpiresAt))
-		}
-	}
-
 	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timing.RenewDeadline)
 	defer cancel()
-	now := time.Now()
-	old, _, err := e.lock.Get(reqCtx)
-	switch {
-	case apierrors.IsNotFound(err):
-		record := e.record(now, now, 0)
-		if err := e.lock.Create(reqCtx, record); err != nil {
-			e.logAttempt(err, "create")
+
+	// While the watch is healthy its copy is the base for the compare-and-swap, which saves a read on
+	// the failover path; if the copy is stale the write conflicts and the watch soon brings the news.
+	base := e.observed.Load()
+	if base == nil || !e.Synced() {
+		var err error
+		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
+		if apierrors.IsNotFound(err) {
+			return e.create(reqCtx)
+		}
+		if err != nil {
+			e.logAttempt(err, "read")
 			return retry
 		}
-		e.becomeLeader(now, now, record)
-		return retry
-	case err != nil:
-		e.logAttempt(err, "read")
-		return retry
 	}
 
-	spec := resourcelock.LeaderElectionRecordToLeaseSpec(old)
-	j := Judge(&spec, now, e.cfg.ClockSkewMargin)
+	now := time.Now()
+	j := Judge(&base.Spec, now, e.cfg.ClockSkewMargin)
 	if !j.Acquirable(e.cfg.Identity) {
 		return min(retry, time.Until(j.ExpiresAt))
 	}
-	transitions, acquired := old.LeaderTransitions, old.AcquireTime.Time
-	if old.HolderIdentity != e.cfg.Identity {
-		transitions, acquired = transitions+1, now
+	transitions, acquired := ptr.Deref(base.Spec.LeaseTransitions, 0), now
+	if j.Holder == e.cfg.Identity && base.Spec.AcquireTime != nil {
+		// Our own lease, still ours (this agent restarted, or stepped down on a deadline and reconnected):
+		// the holder does not change, so neither do the transition count and acquire time.
+		acquired = base.Spec.AcquireTime.Time
+	} else {
+		transitions++
 	}
-	record := e.record(now, acquired, transitions)
-	if err := e.lock.Update(reqCtx, record); err != nil {
+	next := base.DeepCopy()
+	next.Spec = e.spec(now, acquired, transitions)
+	updated, err := e.cfg.Client.Update(reqCtx, next)
+	if err != nil {
 		e.logAttempt(err, "take")
 		return retry
 	}
-	e.becomeLeader(now, acquired, record)
+	e.becomeLeader(now, updated)
 	return retry
+}
+
+func (e *Elector) create(ctx context.Context) time.Duration {
+	now := time.Now()
+	created, err := e.cfg.Client.Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
+		Spec:       e.spec(now, now, 0),
+	})
+	if err != nil {
+		e.logAttempt(err, "create")
+		return e.cfg.Timing.RetryPeriod
+	}
+	e.becomeLeader(now, created)
+	return e.cfg.Timing.RetryPeriod
 }
 
 func (e *Elector) renew(ctx context.Context) time.Duration {
@@ -226,22 +233,23 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	// API server answers.
 	reqCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	record := e.record(now, e.acquired, int(e.Status().Transitions))
-	err := e.lock.Update(reqCtx, record)
+	next := e.current.DeepCopy()
+	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	updated, err := e.cfg.Client.Update(reqCtx, next)
 	if err == nil {
-		e.lastRenew = now
+		e.current, e.lastRenew = updated, now
 		return e.cfg.Timing.RetryPeriod
 	}
 	if apierrors.IsConflict(err) {
 		// Someone else wrote the lease since our last write. Read it: if it still names us (a label
-		// edit, say), the next renewal uses the fresh resourceVersion; otherwise we have lost it.
-		current, _, getErr := e.lock.Get(reqCtx)
-		if getErr == nil && current.HolderIdentity != e.cfg.Identity {
-			e.stepDown(fmt.Sprintf("the lease was taken by %q", current.HolderIdentity))
-			e.publish(&coordinationv1.Lease{Spec: resourcelock.LeaderElectionRecordToLeaseSpec(current)}, false)
-			return 0
-		}
+		// edit, say), renew on the fresh version at once; otherwise we have lost it.
+		current, getErr := e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if getErr == nil {
+			e.current = current
+			if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != e.cfg.Identity {
+				e.stepDown(fmt.Sprintf("the lease was taken by %q", holder))
+				e.publish(current, false)
+			}
 			return 0
 		}
 		err = getErr
@@ -264,32 +272,30 @@ func (e *Elector) release() {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	now := time.Now()
-	record := resourcelock.LeaderElectionRecord{
-		LeaseDurationSeconds: 1,
-		AcquireTime:          metav1.NewTime(now),
-		RenewTime:            metav1.NewTime(now),
-		LeaderTransitions:    int(e.Status().Transitions),
-	}
-	if err := e.lock.Update(ctx, record); err != nil {
+	next := e.current.DeepCopy()
+	next.Spec = e.spec(now, now, ptr.Deref(e.current.Spec.LeaseTransitions, 0))
+	next.Spec.HolderIdentity = new(string)
+	next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+	if _, err := e.cfg.Client.Update(ctx, next); err != nil {
 		e.cfg.Log.Error(err, "Releasing the lease failed; followers take it when it expires", "lease", e.name)
 		return
 	}
 	e.cfg.Log.Info("Released the lease", "lease", e.name)
 }
 
-func (e *Elector) record(renew, acquired time.Time, transitions int) resourcelock.LeaderElectionRecord {
-	return resourcelock.LeaderElectionRecord{
-		HolderIdentity:       e.cfg.Identity,
-		LeaseDurationSeconds: int(e.cfg.Timing.LeaseDuration / time.Second),
-		AcquireTime:          metav1.NewTime(acquired),
-		RenewTime:            metav1.NewTime(renew),
-		LeaderTransitions:    transitions,
+// spec is the lease this elector writes as holder.
+func (e *Elector) spec(renew, acquired time.Time, transitions int32) coordinationv1.LeaseSpec {
+	return coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(e.cfg.Identity),
+		LeaseDurationSeconds: ptr.To(int32(e.cfg.Timing.LeaseDuration / time.Second)),
+		AcquireTime:          &metav1.MicroTime{Time: acquired},
+		RenewTime:            &metav1.MicroTime{Time: renew},
+		LeaseTransitions:     ptr.To(transitions),
 	}
 }
 
-func (e *Elector) becomeLeader(renewed, acquired time.Time, record resourcelock.LeaderElectionRecord) {
-	e.leading, e.lastRenew, e.acquired = true, renewed, acquired
-	lease := &coordinationv1.Lease{Spec: resourcelock.LeaderElectionRecordToLeaseSpec(&record)}
+func (e *Elector) becomeLeader(renewed time.Time, lease *coordinationv1.Lease) {
+	e.leading, e.lastRenew, e.current = true, renewed, lease
 	e.publish(lease, true)
 }
 
@@ -305,16 +311,15 @@ func (e *Elector) stepDown(reason string) {
 
 // publish records the holder a lease names and whether we lead, and reports a change.
 func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
-	next := Status{Lease: e.name, IsLeader: leading}
-	if h := lease.Spec.HolderIdentity; h != nil {
-		next.Holder = *h
+	next := Status{
+		Lease:       e.name,
+		Holder:      ptr.Deref(lease.Spec.HolderIdentity, ""),
+		IsLeader:    leading,
+		Transitions: ptr.Deref(lease.Spec.LeaseTransitions, 0),
 	}
 	if t := lease.Spec.AcquireTime; t != nil && next.Holder != "" {
 		since := t.Time
 		next.Since = &since
-	}
-	if t := lease.Spec.LeaseTransitions; t != nil {
-		next.Transitions = *t
 	}
 
 	e.mu.Lock()
@@ -334,7 +339,7 @@ func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
 
 func (e *Elector) logAttempt(err error, what string) {
 	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
-		// Another candidate won the race; the watch brings its lease.
+		// Another candidate won the race, or our copy was stale; the watch brings the current lease.
 		e.cfg.Log.V(1).Info("Lost the race for the lease", "lease", e.name, "attempt", what)
 		return
 	}
@@ -360,16 +365,16 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 
 // newLeaseInformer lists and watches one lease by name, so a follower sees every write to it and nothing
 // else in the namespace.
-func newLeaseInformer(leases coordinationclient.LeaseInterface, name string) cache.SharedIndexInformer {
+func newLeaseInformer(client *Client, namespace, name string) cache.SharedIndexInformer {
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
 			opts.FieldSelector = byName
-			return leases.List(ctx, opts)
+			return client.List(ctx, namespace, opts)
 		},
 		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 			opts.FieldSelector = byName
-			return leases.Watch(ctx, opts)
+			return client.Watch(ctx, namespace, opts)
 		},
 	}, &coordinationv1.Lease{}, 0, cache.Indexers{})
 }

@@ -1,0 +1,66 @@
+# leasegate's build. `make help` lists the targets.
+include hack/versions.env
+
+SHELL := /usr/bin/env bash -o pipefail
+BIN := $(CURDIR)/bin
+GO ?= go
+export CGO_ENABLED ?= 0
+GO_BUILD := $(GO) build -trimpath -ldflags "-s -w"
+
+# The control plane envtest starts. KUBEBUILDER_ASSETS set by you wins and is never rebuilt.
+CONTROLPLANE_DIR := $(BIN)/controlplane/$(KUBERNETES_VERSION)-$(ETCD_VERSION)
+ifeq ($(origin KUBEBUILDER_ASSETS),environment)
+CONTROLPLANE_DEP :=
+else
+CONTROLPLANE_DEP := $(CONTROLPLANE_DIR)/kube-apiserver
+export KUBEBUILDER_ASSETS := $(CONTROLPLANE_DIR)
+endif
+
+STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+
+.PHONY: help
+help: ## List the targets.
+	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: build
+build: ## Build leasegate-agent into bin/.
+	$(GO_BUILD) -o $(BIN)/leasegate-agent ./cmd/agent
+
+.PHONY: controlplane
+controlplane: $(CONTROLPLANE_DEP) ## Build kube-apiserver and etcd from the Go module proxy into bin/ (cached).
+
+$(CONTROLPLANE_DIR)/kube-apiserver: hack/versions.env hack/build-controlplane.sh
+	BIN_DIR=$(BIN) hack/build-controlplane.sh >/dev/null
+	@touch $@
+
+.PHONY: test
+test: $(CONTROLPLANE_DEP) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (what CI runs).
+	$(GO) test -race -count=1 -timeout 20m ./...
+
+.PHONY: e2e
+e2e: $(CONTROLPLANE_DEP) ## Only the Ginkgo e2e suite, verbose.
+	$(GO) test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
+
+.PHONY: bench
+bench: $(CONTROLPLANE_DEP) ## Go benchmarks of the hot paths, then the failover table (20 runs each) and agent RSS.
+	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
+	$(GO) run ./test/failoverbench -runs 20
+
+.PHONY: demo
+demo: $(CONTROLPLANE_DEP) ## Three agents elect a leader on an embedded control plane; the leader is killed and replaced.
+	$(GO) run ./test/demo $(ARGS)
+
+.PHONY: lint
+lint: $(STATICCHECK) ## gofmt, go vet and staticcheck.
+	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
+	  if [[ -n $$unformatted ]]; then echo "gofmt would change: $$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(STATICCHECK) ./...
+
+$(STATICCHECK):
+	GOBIN=$(BIN)/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
+	mv $(BIN)/.staticcheck/staticcheck $@
+
+.PHONY: clean
+clean: ## Remove bin/, except the cached control plane.
+	find $(BIN) -mindepth 1 -maxdepth 1 ! -name controlplane -exec rm -rf {} +

@@ -1,0 +1,143 @@
+package agent
+
+import (
+	"errors"
+	"flag"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+// podEnv is what the webhook injects and the downward API fills in.
+var podEnv = map[string]string{
+	"POD_NAME": "orders-7d9f-x2x", "POD_NAMESPACE": "shop", "POD_UID": "4b1c-aa", "LEASEGATE_LEASE": "orders",
+}
+
+func envWith(overrides map[string]string) func(string) string {
+	return func(key string) string {
+		if v, ok := overrides[key]; ok {
+			return v
+		}
+		return podEnv[key]
+	}
+}
+
+func TestLoadSettings(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      map[string]string
+		args     []string
+		want     func(*Settings)
+		wantErrs []string
+	}{
+		{
+			name: "the pod's environment alone is enough; everything else defaults",
+			want: func(s *Settings) {},
+		},
+		{
+			name: "environment sets every optional setting",
+			env: map[string]string{
+				"LEASEGATE_LEASE_DURATION": "6s", "LEASEGATE_RENEW_DEADLINE": "4s", "LEASEGATE_RETRY_PERIOD": "1s",
+				"LEASEGATE_READINESS": "leader", "LEASEGATE_LISTEN": "127.0.0.1:19440",
+				"LEASEGATE_STATUS_FILE": "/run/leasegate/status.json", "KUBECONFIG": "/etc/kubeconfig",
+			},
+			want: func(s *Settings) {
+				s.Timing = lease.Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
+				s.Readiness, s.Listen = ReadinessLeader, "127.0.0.1:19440"
+				s.StatusFile, s.Kubeconfig = "/run/leasegate/status.json", "/etc/kubeconfig"
+			},
+		},
+		{
+			name: "a flag wins over its environment variable",
+			env:  map[string]string{"LEASEGATE_LEASE": "from-env", "LEASEGATE_READINESS": "leader"},
+			args: []string{"--lease=from-flag", "--readiness", "health"},
+			want: func(s *Settings) { s.Lease = "from-flag" },
+		},
+		{
+			name:     "a flag repairs a bad environment value's setting but the bad value is still reported",
+			env:      map[string]string{"LEASEGATE_RETRY_PERIOD": "soon"},
+			args:     []string{"--retry-period=1s"},
+			wantErrs: []string{`LEASEGATE_RETRY_PERIOD="soon": not a duration`},
+		},
+		{
+			name: "every missing identity setting is reported at once, with its flag",
+			env:  map[string]string{"POD_NAME": "", "POD_UID": "", "POD_NAMESPACE": "", "LEASEGATE_LEASE": ""},
+			wantErrs: []string{
+				"POD_NAME (--pod-name) is required", "POD_NAMESPACE (--pod-namespace) is required",
+				"POD_UID (--pod-uid) is required", "LEASEGATE_LEASE (--lease) is required",
+			},
+		},
+		{
+			name:     "timing out of order names all three values and the rule",
+			env:      map[string]string{"LEASEGATE_RENEW_DEADLINE": "20s"},
+			wantErrs: []string{"LEASEGATE_LEASE_DURATION=15s, LEASEGATE_RENEW_DEADLINE=20s, LEASEGATE_RETRY_PERIOD=2s: renew deadline (20s) must be shorter than lease duration (15s)"},
+		},
+		{
+			name:     "readiness must be one of the two modes",
+			env:      map[string]string{"LEASEGATE_READINESS": "sometimes"},
+			wantErrs: []string{`LEASEGATE_READINESS="sometimes": must be "health" or "leader"`},
+		},
+		{
+			name:     "a bad flag value names the flag",
+			args:     []string{"--lease-duration=long"},
+			wantErrs: []string{`invalid value "long" for flag -lease-duration`},
+		},
+		{
+			name:     "positional arguments are refused",
+			args:     []string{"run"},
+			wantErrs: []string{`unexpected arguments ["run"]`},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := LoadSettings(tt.args, envWith(tt.env))
+			if len(tt.wantErrs) > 0 {
+				if err == nil {
+					t.Fatalf("LoadSettings() succeeded, want errors %q", tt.wantErrs)
+				}
+				for _, want := range tt.wantErrs {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("LoadSettings() error = %q, want it to contain %q", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("LoadSettings() = %v", err)
+			}
+			want := Settings{
+				PodName: "orders-7d9f-x2x", PodNamespace: "shop", PodUID: "4b1c-aa", Lease: "orders",
+				Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440",
+			}
+			tt.want(&want)
+			if got != want {
+				t.Errorf("LoadSettings() = %+v\nwant %+v", got, want)
+			}
+		})
+	}
+}
+
+func TestLoadSettingsHelp(t *testing.T) {
+	if _, err := LoadSettings([]string{"-h"}, envWith(nil)); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("LoadSettings(-h) = %v, want flag.ErrHelp", err)
+	}
+	var usage strings.Builder
+	Usage(&usage)
+	for _, want := range []string{"-lease-duration", "env LEASEGATE_LEASE_DURATION", "(default 15s)", "-readiness", "(default health)"} {
+		if !strings.Contains(usage.String(), want) {
+			t.Errorf("usage lacks %q:\n%s", want, usage.String())
+		}
+	}
+}
+
+func TestSettingsIdentity(t *testing.T) {
+	s, err := LoadSettings(nil, envWith(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := s.Identity(), "orders-7d9f-x2x_4b1c-aa"; got != want {
+		t.Errorf("Identity() = %q, want %q", got, want)
+	}
+}

@@ -1,0 +1,166 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+)
+
+var renewed = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+func spec(holder string, durationSeconds int32) *coordinationv1.LeaseSpec {
+	return &coordinationv1.LeaseSpec{
+		HolderIdentity:       ptr.To(holder),
+		LeaseDurationSeconds: ptr.To(durationSeconds),
+		RenewTime:            &metav1.MicroTime{Time: renewed},
+	}
+}
+
+func TestJudge(t *testing.T) {
+	tests := []struct {
+		name   string
+		spec   *coordinationv1.LeaseSpec
+		now    time.Time
+		margin time.Duration
+		want   Judgement
+	}{
+		{
+			name: "renewed within the duration is held",
+			spec: spec("pod-a_1", 15),
+			now:  renewed.Add(14 * time.Second),
+			want: Judgement{Holder: "pod-a_1", State: Held, ExpiresAt: renewed.Add(15 * time.Second)},
+		},
+		{
+			name: "at exactly renewTime + duration it has expired",
+			spec: spec("pod-a_1", 15),
+			now:  renewed.Add(15 * time.Second),
+			want: Judgement{Holder: "pod-a_1", State: Expired, ExpiresAt: renewed.Add(15 * time.Second)},
+		},
+		{
+			name:   "the clock skew margin extends the holder's term",
+			spec:   spec("pod-a_1", 15),
+			now:    renewed.Add(15500 * time.Millisecond),
+			margin: time.Second,
+			want:   Judgement{Holder: "pod-a_1", State: Held, ExpiresAt: renewed.Add(16 * time.Second)},
+		},
+		{
+			name:   "past duration + margin it has expired",
+			spec:   spec("pod-a_1", 15),
+			now:    renewed.Add(16 * time.Second),
+			margin: time.Second,
+			want:   Judgement{Holder: "pod-a_1", State: Expired, ExpiresAt: renewed.Add(16 * time.Second)},
+		},
+		{
+			name: "a renewal stamped ahead of our clock is held (skew the other way)",
+			spec: spec("pod-a_1", 15),
+			now:  renewed.Add(-2 * time.Second),
+			want: Judgement{Holder: "pod-a_1", State: Held, ExpiresAt: renewed.Add(15 * time.Second)},
+		},
+		{
+			name: "an empty holder is released, held by nobody, however fresh",
+			spec: spec("", 1),
+			now:  renewed,
+			want: Judgement{State: Released},
+		},
+		{
+			name: "no holder at all is released",
+			spec: &coordinationv1.LeaseSpec{},
+			now:  renewed,
+			want: Judgement{State: Released},
+		},
+		{
+			name: "a holder without a renew time never renewed: expired",
+			spec: &coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pod-a_1"), LeaseDurationSeconds: ptr.To[int32](15)},
+			now:  renewed,
+			want: Judgement{Holder: "pod-a_1", State: Expired},
+		},
+		{
+			name: "a holder without a duration cannot be judged held: expired",
+			spec: &coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pod-a_1"), RenewTime: &metav1.MicroTime{Time: renewed}},
+			now:  renewed,
+			want: Judgement{Holder: "pod-a_1", State: Expired},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := Judge(tt.spec, tt.now, tt.margin); got != tt.want {
+				t.Errorf("Judge() = %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestJudgementAcquirable(t *testing.T) {
+	tests := []struct {
+		name     string
+		j        Judgement
+		identity string
+		want     bool
+	}{
+		{"someone else's held lease is not", Judgement{Holder: "b", State: Held}, "a", false},
+		{"our own held lease is (a renewal)", Judgement{Holder: "a", State: Held}, "a", true},
+		{"an expired lease is", Judgement{Holder: "b", State: Expired}, "a", true},
+		{"a released lease is", Judgement{State: Released}, "a", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := tt.j.Acquirable(tt.identity); got != tt.want {
+				t.Errorf("Acquirable(%q) = %t, want %t", tt.identity, got, tt.want)
+			}
+			if got, want := tt.j.HeldBy(tt.identity), tt.j.State == Held && tt.j.Holder == tt.identity; got != want {
+				t.Errorf("HeldBy(%q) = %t, want %t", tt.identity, got, want)
+			}
+		})
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	if got, want := Identity("orders-7d9f-x2x", "4b1c-aa"), "orders-7d9f-x2x_4b1c-aa"; got != want {
+		t.Errorf("Identity() = %q, want %q", got, want)
+	}
+}
+
+func TestTimingValidate(t *testing.T) {
+	tests := []struct {
+		name    string
+		timing  Timing
+		wantErr string
+	}{
+		{"the defaults are valid", DefaultTiming, ""},
+		{"fast but ordered is valid", Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}, ""},
+		{"renew deadline equal to lease duration", Timing{15 * time.Second, 15 * time.Second, 2 * time.Second},
+			"renew deadline (15s) must be shorter than lease duration (15s)"},
+		{"retry period longer than renew deadline", Timing{15 * time.Second, 10 * time.Second, 12 * time.Second},
+			"retry period (12s) must be shorter than renew deadline (10s)"},
+		{"sub-second lease duration", Timing{500 * time.Millisecond, 200 * time.Millisecond, 100 * time.Millisecond},
+			"lease duration must be a whole number of seconds (a Lease stores seconds), got 500ms"},
+		{"fractional lease duration", Timing{2500 * time.Millisecond, time.Second, 100 * time.Millisecond},
+			"lease duration must be a whole number of seconds (a Lease stores seconds), got 2.5s"},
+		{"zero retry period", Timing{15 * time.Second, 10 * time.Second, 0}, "retry period must be positive, got 0s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.timing.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("Validate() = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || err.Error() != tt.wantErr):
+				t.Errorf("Validate() = %v, want %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func BenchmarkJudge(b *testing.B) {
+	s := spec("pod-a_0f1e2d3c", 15)
+	now := renewed.Add(5 * time.Second)
+	b.ReportAllocs()
+	for b.Loop() {
+		if Judge(s, now, time.Second).State != Held {
+			b.Fatal("want held")
+		}
+	}
+}
