@@ -35,7 +35,7 @@ $(CONTROLPLANE_DIR)/kube-apiserver: hack/versions.env hack/build-controlplane.sh
 
 .PHONY: test
 test: $(CONTROLPLANE_DEP) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (what CI runs).
-	$(GO) test -race -count=1 -timeout 20m ./...
+	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: e2e
 e2e: $(CONTROLPLANE_DEP) ## Only the Ginkgo e2e suite, verbose.

@@ -42,13 +42,14 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	}
 	a := &Agent{settings: s, log: log, metrics: newMetrics(s.PodNamespace + "/" + s.Lease)}
 	a.elector, err = lease.NewElector(lease.Config{
-		Client:    client,
-		Namespace: s.PodNamespace,
-		Name:      s.Lease,
-		Identity:  s.Identity(),
-		Timing:    s.Timing,
-		OnChange:  a.onChange,
-		Log:       log,
+		Client:          client,
+		Namespace:       s.PodNamespace,
+		Name:            s.Lease,
+		Identity:        s.Identity(),
+		Timing:          s.Timing,
+		ClockSkewMargin: s.ClockSkewMargin,
+		OnChange:        a.onChange,
+		Log:             log,
 	})
 	if err != nil {
 		return nil, err
@@ -71,7 +72,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("Agent started", "identity", a.settings.Identity(), "lease", a.settings.PodNamespace+"/"+a.settings.Lease,
 		"listen", a.listener.Addr().String(), "readiness", a.settings.Readiness,
 		"leaseDuration", a.settings.Timing.LeaseDuration, "renewDeadline", a.settings.Timing.RenewDeadline,
-		"retryPeriod", a.settings.Timing.RetryPeriod)
+		"retryPeriod", a.settings.Timing.RetryPeriod, "clockSkewMargin", a.settings.ClockSkewMargin)
 	a.writeStatus(a.elector.Status())
 
 	electionCtx, stopElection := context.WithCancel(ctx)

@@ -31,10 +31,12 @@ type Settings struct {
 	PodUID       string
 	Lease        string
 	Timing       lease.Timing
-	Readiness    Readiness
-	Listen       string
-	StatusFile   string
-	Kubeconfig   string
+	// ClockSkewMargin extends other holders' terms when judging their leases; see lease.Judge.
+	ClockSkewMargin time.Duration
+	Readiness       Readiness
+	Listen          string
+	StatusFile      string
+	Kubeconfig      string
 }
 
 // Identity is the holder identity this agent writes into the lease.
@@ -79,6 +81,9 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 		errs = append(errs, fmt.Errorf("LEASEGATE_LEASE_DURATION=%s, LEASEGATE_RENEW_DEADLINE=%s, LEASEGATE_RETRY_PERIOD=%s: %w",
 			s.Timing.LeaseDuration, s.Timing.RenewDeadline, s.Timing.RetryPeriod, err))
 	}
+	if s.ClockSkewMargin < 0 {
+		errs = append(errs, fmt.Errorf("LEASEGATE_CLOCK_SKEW_MARGIN=%s: must not be negative", s.ClockSkewMargin))
+	}
 	return s, errors.Join(errs...)
 }
 
@@ -100,6 +105,7 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{"LEASEGATE_LEASE_DURATION", "lease-duration", "how long a lease lasts after its last renewal (whole seconds)", false, durationValue{&s.Timing.LeaseDuration}},
 		{"LEASEGATE_RENEW_DEADLINE", "renew-deadline", "how long a leader retries renewing before it stops leading", false, durationValue{&s.Timing.RenewDeadline}},
 		{"LEASEGATE_RETRY_PERIOD", "retry-period", "interval between renewals and acquisition attempts", false, durationValue{&s.Timing.RetryPeriod}},
+		{"LEASEGATE_CLOCK_SKEW_MARGIN", "clock-skew-margin", "extra time a follower grants the holder before taking an unrenewed lease; set it to the fence's clockSkewMargin", false, durationValue{&s.ClockSkewMargin}},
 		{"LEASEGATE_READINESS", "readiness", "what /readyz reports: health (ready while working) or leader (ready only while leading)", false, readinessValue{&s.Readiness}},
 		{"LEASEGATE_LISTEN", "listen", "address of the HTTP endpoints (/healthz, /readyz, /leader, /metrics)", false, stringValue{&s.Listen}},
 		{"LEASEGATE_STATUS_FILE", "status-file", "file that holds the /leader JSON, rewritten atomically on every change", false, stringValue{&s.StatusFile}},

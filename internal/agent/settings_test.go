@@ -40,12 +40,12 @@ func TestLoadSettings(t *testing.T) {
 			name: "environment sets every optional setting",
 			env: map[string]string{
 				"LEASEGATE_LEASE_DURATION": "6s", "LEASEGATE_RENEW_DEADLINE": "4s", "LEASEGATE_RETRY_PERIOD": "1s",
-				"LEASEGATE_READINESS": "leader", "LEASEGATE_LISTEN": "127.0.0.1:19440",
+				"LEASEGATE_CLOCK_SKEW_MARGIN": "1s", "LEASEGATE_READINESS": "leader", "LEASEGATE_LISTEN": "127.0.0.1:19440",
 				"LEASEGATE_STATUS_FILE": "/run/leasegate/status.json", "KUBECONFIG": "/etc/kubeconfig",
 			},
 			want: func(s *Settings) {
 				s.Timing = lease.Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
-				s.Readiness, s.Listen = ReadinessLeader, "127.0.0.1:19440"
+				s.ClockSkewMargin, s.Readiness, s.Listen = time.Second, ReadinessLeader, "127.0.0.1:19440"
 				s.StatusFile, s.Kubeconfig = "/run/leasegate/status.json", "/etc/kubeconfig"
 			},
 		},
@@ -73,6 +73,11 @@ func TestLoadSettings(t *testing.T) {
 			name:     "timing out of order names all three values and the rule",
 			env:      map[string]string{"LEASEGATE_RENEW_DEADLINE": "20s"},
 			wantErrs: []string{"LEASEGATE_LEASE_DURATION=15s, LEASEGATE_RENEW_DEADLINE=20s, LEASEGATE_RETRY_PERIOD=2s: renew deadline (20s) must be shorter than lease duration (15s)"},
+		},
+		{
+			name:     "a negative clock skew margin is refused",
+			args:     []string{"--clock-skew-margin=-1s"},
+			wantErrs: []string{"LEASEGATE_CLOCK_SKEW_MARGIN=-1s: must not be negative"},
 		},
 		{
 			name:     "readiness must be one of the two modes",

@@ -75,6 +75,11 @@ type Elector struct {
 	leading   bool
 	lastRenew time.Time
 
+	// leaderUntil (Unix nanoseconds) is the renew deadline of the last successful renewal. Status never
+	// reports leadership past it, even if the loop has not run to step down: a process that was paused
+	// (SIGSTOP, a stalled node) must not answer "leader" from stale state the moment it resumes.
+	leaderUntil atomic.Int64
+
 	mu     sync.Mutex
 	status Status
 }
@@ -102,8 +107,12 @@ func NewElector(cfg Config) (*Elector, error) {
 // Status returns a snapshot of what the elector knows.
 func (e *Elector) Status() Status {
 	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.status
+	s := e.status
+	e.mu.Unlock()
+	if s.IsLeader && time.Now().UnixNano() >= e.leaderUntil.Load() {
+		s.IsLeader = false
+	}
+	return s
 }
 
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
@@ -234,10 +243,13 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	reqCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	next := e.current.DeepCopy()
-	next.Spec.RenewTime = &metav1.MicroTime{Time: now}
+	// The whole spec is rewritten, not just renewTime, so an edit of the lease by someone else cannot
+	// change the terms this holder renews on.
+	next.Spec = e.spec(now, ptr.Deref(e.current.Spec.AcquireTime, metav1.MicroTime{Time: now}).Time,
+		ptr.Deref(e.current.Spec.LeaseTransitions, 0))
 	updated, err := e.cfg.Client.Update(reqCtx, next)
 	if err == nil {
-		e.current, e.lastRenew = updated, now
+		e.renewed(now, updated)
 		return e.cfg.Timing.RetryPeriod
 	}
 	if apierrors.IsConflict(err) {
@@ -271,16 +283,31 @@ func (e *Elector) release() {
 	e.stepDown("shutting down")
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	now := time.Now()
-	next := e.current.DeepCopy()
-	next.Spec = e.spec(now, now, ptr.Deref(e.current.Spec.LeaseTransitions, 0))
-	next.Spec.HolderIdentity = new(string)
-	next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
-	if _, err := e.cfg.Client.Update(ctx, next); err != nil {
+	base := e.current
+	for {
+		now := time.Now()
+		next := base.DeepCopy()
+		next.Spec = e.spec(now, now, ptr.Deref(base.Spec.LeaseTransitions, 0))
+		next.Spec.HolderIdentity = new(string)
+		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+		_, err := e.cfg.Client.Update(ctx, next)
+		if err == nil {
+			e.cfg.Log.Info("Released the lease", "lease", e.name)
+			return
+		}
+		if apierrors.IsConflict(err) {
+			// Our copy is stale: a renewal that timed out on our side may have landed. Release the
+			// current version if it still names us; never release someone else's lease.
+			if base, err = e.cfg.Client.Get(ctx, e.cfg.Namespace, e.cfg.Name); err == nil {
+				if ptr.Deref(base.Spec.HolderIdentity, "") != e.cfg.Identity {
+					return
+				}
+				continue
+			}
+		}
 		e.cfg.Log.Error(err, "Releasing the lease failed; followers take it when it expires", "lease", e.name)
 		return
 	}
-	e.cfg.Log.Info("Released the lease", "lease", e.name)
 }
 
 // spec is the lease this elector writes as holder.
@@ -295,12 +322,20 @@ func (e *Elector) spec(renew, acquired time.Time, transitions int32) coordinatio
 }
 
 func (e *Elector) becomeLeader(renewed time.Time, lease *coordinationv1.Lease) {
-	e.leading, e.lastRenew, e.current = true, renewed, lease
+	e.leading = true
+	e.renewed(renewed, lease)
 	e.publish(lease, true)
+}
+
+// renewed records a successful write as holder; renewTime is the time the write was started.
+func (e *Elector) renewed(renewTime time.Time, lease *coordinationv1.Lease) {
+	e.current, e.lastRenew = lease, renewTime
+	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
 
 func (e *Elector) stepDown(reason string) {
 	e.leading = false
+	e.leaderUntil.Store(0)
 	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
 	e.mu.Lock()
 	e.status.IsLeader = false
