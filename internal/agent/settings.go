@@ -77,14 +77,23 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 			errs = append(errs, fmt.Errorf("%s (--%s) is required: %s", st.env, st.flag, st.usage))
 		}
 	}
-	if err := s.Timing.Validate(); err != nil {
-		errs = append(errs, fmt.Errorf("LEASEGATE_LEASE_DURATION=%s, LEASEGATE_RENEW_DEADLINE=%s, LEASEGATE_RETRY_PERIOD=%s: %w",
-			s.Timing.LeaseDuration, s.Timing.RenewDeadline, s.Timing.RetryPeriod, err))
+	var timingErr *lease.TimingError
+	if errors.As(s.Timing.Validate(), &timingErr) {
+		st := timingSettings[timingErr.Field]
+		errs = append(errs, fmt.Errorf("%s=%s (--%s): %s; the rule is retry period < renew deadline < lease duration",
+			st.env, timingErr.Value, st.flag, timingErr.Reason))
 	}
 	if s.ClockSkewMargin < 0 {
 		errs = append(errs, fmt.Errorf("LEASEGATE_CLOCK_SKEW_MARGIN=%s: must not be negative", s.ClockSkewMargin))
 	}
 	return s, errors.Join(errs...)
+}
+
+// timingSettings names the variable and flag of each timing field, for errors.
+var timingSettings = map[lease.TimingField]struct{ env, flag string }{
+	lease.LeaseDurationField: {"LEASEGATE_LEASE_DURATION", "lease-duration"},
+	lease.RenewDeadlineField: {"LEASEGATE_RENEW_DEADLINE", "renew-deadline"},
+	lease.RetryPeriodField:   {"LEASEGATE_RETRY_PERIOD", "retry-period"},
 }
 
 // Usage writes every flag with its environment variable and default.

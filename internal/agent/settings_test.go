@@ -70,9 +70,14 @@ func TestLoadSettings(t *testing.T) {
 			},
 		},
 		{
-			name:     "timing out of order names all three values and the rule",
+			name:     "timing out of order names the setting at fault, both values and the rule",
 			env:      map[string]string{"LEASEGATE_RENEW_DEADLINE": "20s"},
-			wantErrs: []string{"LEASEGATE_LEASE_DURATION=15s, LEASEGATE_RENEW_DEADLINE=20s, LEASEGATE_RETRY_PERIOD=2s: renew deadline (20s) must be shorter than lease duration (15s)"},
+			wantErrs: []string{"LEASEGATE_RENEW_DEADLINE=20s (--renew-deadline): renew deadline (20s) must be shorter than lease duration (15s); the rule is retry period < renew deadline < lease duration"},
+		},
+		{
+			name:     "a retry period too long for the renew deadline is the retry period's fault",
+			args:     []string{"--retry-period=10s"},
+			wantErrs: []string{"LEASEGATE_RETRY_PERIOD=10s (--retry-period): retry period (10s) must be shorter than renew deadline (10s)"},
 		},
 		{
 			name:     "a negative clock skew margin is refused",

@@ -19,7 +19,26 @@ type Timing struct {
 // DefaultTiming is client-go's and controller-runtime's default, which most operators already know.
 var DefaultTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 
-// Validate reports the first rule the timing breaks, naming the values involved, or nil.
+// TimingField names one of Timing's fields, so that each caller can report a TimingError in its own terms:
+// a ConfigMap field path, a pod annotation, an environment variable.
+type TimingField int
+
+const (
+	LeaseDurationField TimingField = iota
+	RenewDeadlineField
+	RetryPeriodField
+)
+
+// TimingError says which field breaks which rule.
+type TimingError struct {
+	Field  TimingField
+	Value  time.Duration
+	Reason string
+}
+
+func (e *TimingError) Error() string { return e.Reason }
+
+// Validate reports the first rule the timing breaks as a *TimingError, or nil.
 //
 // retry period < renew deadline < lease duration is what makes an election safe: a leader that cannot
 // renew stops acting at the renew deadline, and the difference up to the lease duration is the budget for
@@ -28,13 +47,16 @@ var DefaultTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * 
 func (t Timing) Validate() error {
 	switch {
 	case t.RetryPeriod <= 0:
-		return fmt.Errorf("retry period must be positive, got %s", t.RetryPeriod)
+		return &TimingError{RetryPeriodField, t.RetryPeriod, fmt.Sprintf("retry period must be positive, got %s", t.RetryPeriod)}
 	case t.LeaseDuration < time.Second || t.LeaseDuration%time.Second != 0:
-		return fmt.Errorf("lease duration must be a whole number of seconds (a Lease stores seconds), got %s", t.LeaseDuration)
+		return &TimingError{LeaseDurationField, t.LeaseDuration,
+			fmt.Sprintf("lease duration must be a whole number of seconds (a Lease stores seconds), got %s", t.LeaseDuration)}
 	case t.RetryPeriod >= t.RenewDeadline:
-		return fmt.Errorf("retry period (%s) must be shorter than renew deadline (%s)", t.RetryPeriod, t.RenewDeadline)
+		return &TimingError{RetryPeriodField, t.RetryPeriod,
+			fmt.Sprintf("retry period (%s) must be shorter than renew deadline (%s)", t.RetryPeriod, t.RenewDeadline)}
 	case t.RenewDeadline >= t.LeaseDuration:
-		return fmt.Errorf("renew deadline (%s) must be shorter than lease duration (%s)", t.RenewDeadline, t.LeaseDuration)
+		return &TimingError{RenewDeadlineField, t.RenewDeadline,
+			fmt.Sprintf("renew deadline (%s) must be shorter than lease duration (%s)", t.RenewDeadline, t.LeaseDuration)}
 	}
 	return nil
 }

@@ -1,0 +1,103 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+// Load decodes, defaults and validates a config.yaml. Unknown fields are errors, so a typo is reported
+// rather than silently ignored; every problem is reported at once, each with its field path.
+func Load(data []byte) (*Config, error) {
+	c := &Config{}
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s is not YAML: %w", Key, err)
+	}
+	strictErrs, err := kjson.UnmarshalStrict(jsonData, c, kjson.DisallowUnknownFields)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", Key, err)
+	}
+	if len(strictErrs) > 0 {
+		return nil, fmt.Errorf("%s: %w (check the spelling against the configuration reference)", Key, errors.Join(strictErrs...))
+	}
+	Default(c)
+	if errs := Validate(c); len(errs) > 0 {
+		return nil, errs.ToAggregate()
+	}
+	return c, nil
+}
+
+// Validate checks a defaulted Config.
+func Validate(c *Config) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateElection(&c.Election, field.NewPath("election"))...)
+	errs = append(errs, validateAgent(&c.Agent, field.NewPath("agent"))...)
+	return errs
+}
+
+func validateElection(e *Election, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if err := TimingFieldError(e.Timing().Validate(), func(f lease.TimingField) *field.Path {
+		return path.Child(timingJSONNames[f])
+	}); err != nil {
+		errs = append(errs, err)
+	}
+	if m := e.ClockSkewMargin.Duration; m < 0 {
+		errs = append(errs, field.Invalid(path.Child("clockSkewMargin"), m.String(), "must not be negative"))
+	}
+	return errs
+}
+
+// timingJSONNames are the ConfigMap's names for the timing fields.
+var timingJSONNames = map[lease.TimingField]string{
+	lease.LeaseDurationField: "leaseDuration",
+	lease.RenewDeadlineField: "renewDeadline",
+	lease.RetryPeriodField:   "retryPeriod",
+}
+
+// TimingFieldError turns a lease.Timing validation error into a field error at the path pathOf gives
+// for the offending field; nil stays nil.
+func TimingFieldError(err error, pathOf func(lease.TimingField) *field.Path) *field.Error {
+	var te *lease.TimingError
+	if !errors.As(err, &te) {
+		return nil
+	}
+	return field.Invalid(pathOf(te.Field), te.Value.String(), te.Reason+"; the rule is retryPeriod < renewDeadline < leaseDuration")
+}
+
+func validateAgent(a *Agent, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if strings.ContainsAny(a.Image, " \t\n") {
+		errs = append(errs, field.Invalid(path.Child("image"), a.Image, "must be an image reference without whitespace"))
+	}
+	switch a.ImagePullPolicy {
+	case corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("imagePullPolicy"), a.ImagePullPolicy,
+			[]corev1.PullPolicy{corev1.PullAlways, corev1.PullIfNotPresent, corev1.PullNever}))
+	}
+	switch a.NativeSidecar {
+	case NativeSidecarAuto, NativeSidecarAlways, NativeSidecarNever:
+	default:
+		errs = append(errs, field.NotSupported(path.Child("nativeSidecar"), a.NativeSidecar,
+			[]NativeSidecar{NativeSidecarAuto, NativeSidecarAlways, NativeSidecarNever}))
+	}
+	if a.Port < 1 || a.Port > 65535 {
+		errs = append(errs, field.Invalid(path.Child("port"), a.Port, "must be a TCP port, 1-65535"))
+	}
+	for name, limit := range a.Resources.Limits {
+		if request, ok := a.Resources.Requests[name]; ok && request.Cmp(limit) > 0 {
+			errs = append(errs, field.Invalid(path.Child("resources", "requests").Key(string(name)), request.String(),
+				fmt.Sprintf("must not exceed the limit %s", limit.String())))
+		}
+	}
+	return errs
+}
