@@ -29,6 +29,14 @@ func newMux(e election, readiness Readiness, m *metrics) *http.ServeMux {
 		w.WriteHeader(code)
 		fmt.Fprintln(w, body)
 	})
+	// /leaderz is /readyz in leader mode whatever the readiness setting: the startup probe of
+	// `leasegate.io/start: leader` pods, and a check for scripts (`curl -f`).
+	mux.HandleFunc("GET /leaderz", func(w http.ResponseWriter, _ *http.Request) {
+		code, body := readyz(e.Synced(), e.Status(), ReadinessLeader)
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		w.WriteHeader(code)
+		fmt.Fprintln(w, body)
+	})
 	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(e.Status())

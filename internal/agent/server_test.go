@@ -76,6 +76,14 @@ func TestEndpoints(t *testing.T) {
 	if code, _ := get("/readyz"); code != 200 {
 		t.Errorf("/readyz = %d, want 200 for the leader", code)
 	}
+	if code, body := get("/leaderz"); code != 200 || !strings.HasPrefix(body, "ok: this pod (orders-a_1) leads") {
+		t.Errorf("/leaderz = %d %q, want 200 for the leader", code, body)
+	}
+	follower := httptest.NewServer(newMux(fixedElection{status: lease.Status{Lease: "shop/orders", Holder: "orders-b_2"}, synced: true}, ReadinessHealth, m))
+	defer follower.Close()
+	if resp, err := http.Get(follower.URL + "/leaderz"); err != nil || resp.StatusCode != 503 {
+		t.Errorf("/leaderz of a follower in health mode = %v %v, want 503: it reports leadership whatever the readiness mode", resp, err)
+	}
 	code, body := get("/leader")
 	want := `{"lease":"shop/orders","holder":"orders-a_1","isLeader":true,"since":"2026-11-22T12:00:00Z","transitions":3}` + "\n"
 	if code != 200 || body != want {

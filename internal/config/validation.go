@@ -47,7 +47,7 @@ func validateElection(e *Election, path *field.Path) field.ErrorList {
 	var errs field.ErrorList
 	if err := TimingFieldError(e.Timing().Validate(), func(f lease.TimingField) *field.Path {
 		return path.Child(timingJSONNames[f])
-	}); err != nil {
+	}, "retryPeriod < renewDeadline < leaseDuration"); err != nil {
 		errs = append(errs, err)
 	}
 	if m := e.ClockSkewMargin.Duration; m < 0 {
@@ -64,13 +64,13 @@ var timingJSONNames = map[lease.TimingField]string{
 }
 
 // TimingFieldError turns a lease.Timing validation error into a field error at the path pathOf gives
-// for the offending field; nil stays nil.
-func TimingFieldError(err error, pathOf func(lease.TimingField) *field.Path) *field.Error {
+// for the offending field, stating the rule in the caller's names; nil stays nil.
+func TimingFieldError(err error, pathOf func(lease.TimingField) *field.Path, rule string) *field.Error {
 	var te *lease.TimingError
 	if !errors.As(err, &te) {
 		return nil
 	}
-	return field.Invalid(pathOf(te.Field), te.Value.String(), te.Reason+"; the rule is retryPeriod < renewDeadline < leaseDuration")
+	return field.Invalid(pathOf(te.Field), te.Value.String(), te.Reason+"; the rule is "+rule)
 }
 
 func validateAgent(a *Agent, path *field.Path) field.ErrorList {

@@ -1,0 +1,160 @@
+package inject
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+// update rewrites the golden files from the current code: go test ./internal/inject -update
+var update = flag.Bool("update", false, "rewrite testdata/*.injected from the current output")
+
+// goldenCases pairs each input in testdata with the circumstances of its admission. Every input file has
+// exactly one case, and every case an input and a golden file (TestGoldenFilesHaveCases).
+type goldenCase struct {
+	input string
+	// oldAPIServer: the API server predates native sidecars (Kubernetes < 1.29).
+	oldAPIServer bool
+	// config is leasegate-config's config.yaml for this case; testConfig when empty.
+	config string
+}
+
+var goldenCases = []goldenCase{
+	{input: "deployment-pod.yaml"},
+	{input: "statefulset-pod.yaml"},
+	{input: "daemonset-pod.yaml"},
+	{input: "job-pod.yaml"},
+	{input: "cronjob-pod.yaml"},
+	{input: "bare-pod.yaml"},
+	{input: "bare-pod-generate-name.yaml"},
+	{input: "pod-opt-in-namespace-not.yaml"},
+	{input: "not-opted-in.yaml"},
+	{input: "pod-opt-out.yaml"},
+	{input: "kube-system-pod.yaml"},
+	{input: "deployment-pod.yaml.injected"},
+	{input: "user-env.yaml"},
+	{input: "init-containers.yaml"},
+	{input: "readiness-leader.yaml"},
+	{input: "start-leader.yaml"},
+	{input: "classic-sidecar.yaml", oldAPIServer: true},
+	{input: "start-leader-classic-sidecar.yaml", config: testConfig + "  nativeSidecar: never\n"},
+	{input: "invalid-timing.yaml"},
+	{input: "invalid-annotations.yaml"},
+	{input: "host-network.yaml"},
+	{input: "port-collision.yaml"},
+}
+
+const testConfig = "agent:\n  image: registry.example/leasegate-agent:test\n"
+
+// namespaces of the inputs: "shop" opted in, the others not.
+var namespaces = map[string]map[string]string{
+	"shop":        {labels.Inject: labels.InjectEnabled},
+	"plain":       nil,
+	"kube-system": {labels.Inject: labels.InjectEnabled},
+}
+
+func TestInjectGolden(t *testing.T) {
+	for _, tc := range goldenCases {
+		t.Run(tc.input, func(t *testing.T) {
+			pod := readPod(t, filepath.Join("testdata", tc.input))
+			cfgYAML := tc.config
+			if cfgYAML == "" {
+				cfgYAML = testConfig
+			}
+			cfg, err := config.Load([]byte(cfgYAML))
+			if err != nil {
+				t.Fatal(err)
+			}
+			result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaces[pod.Namespace]},
+				Options{Config: cfg, Caps: Capabilities{NativeSidecars: !tc.oldAPIServer}, OwnNamespace: "leasegate-system"})
+			compareGolden(t, filepath.Join("testdata", tc.input+".injected"), render(t, result, err))
+		})
+	}
+}
+
+// render is the golden form of a decision: the injected pod, or why it was skipped or denied.
+func render(t *testing.T, result Result, err error) []byte {
+	t.Helper()
+	var out strings.Builder
+	for _, w := range result.Warnings {
+		out.WriteString("# warning: " + w + "\n")
+	}
+	switch {
+	case err != nil:
+		out.WriteString("# denied:\n# " + strings.ReplaceAll(err.Error(), "\n", "\n# ") + "\n")
+	case result.Pod == nil:
+		out.WriteString("# skipped: " + result.Skipped + "\n")
+	default:
+		data, err := yaml.Marshal(result.Pod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out.Write(data)
+	}
+	return []byte(out.String())
+}
+
+func compareGolden(t *testing.T, path string, got []byte) {
+	t.Helper()
+	if *update {
+		if err := os.WriteFile(path, got, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no golden file %s: run go test ./internal/inject -update to create it", path)
+	}
+	if string(want) != string(got) {
+		t.Errorf("%s is stale; the injector now produces:\n%s\nrun go test ./internal/inject -update and review the diff", path, got)
+	}
+}
+
+func readPod(t *testing.T, path string) *corev1.Pod {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(data, pod); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return pod
+}
+
+// TestGoldenFilesHaveCases fails on an input nobody tests and on a golden file whose input is gone.
+func TestGoldenFilesHaveCases(t *testing.T) {
+	entries, err := os.ReadDir("testdata")
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := map[string]bool{}
+	for _, tc := range goldenCases {
+		inputs[tc.input] = true
+	}
+	for _, e := range entries {
+		name := e.Name()
+		switch {
+		case strings.HasSuffix(name, ".injected"):
+			if !inputs[strings.TrimSuffix(name, ".injected")] {
+				t.Errorf("testdata/%s has no case in goldenCases: delete it or add its input", name)
+			}
+		case !inputs[name]:
+			t.Errorf("testdata/%s is not used by any case in goldenCases", name)
+		}
+	}
+	if !slices.ContainsFunc(goldenCases, func(tc goldenCase) bool { return strings.HasSuffix(tc.input, ".injected") }) {
+		t.Error("re-injecting an injected pod must be covered")
+	}
+}

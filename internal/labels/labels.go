@@ -1,0 +1,26 @@
+// Package labels holds the labels and annotations that are leasegate's contract with its users. Every
+// package that reads or writes one names it from here.
+package labels
+
+const (
+	// Inject opts a Namespace or a pod (template) in ("enabled"); on a pod, "disabled" opts out and wins.
+	Inject         = "leasegate.io/inject"
+	InjectEnabled  = "enabled"
+	InjectDisabled = "disabled"
+
+	// Pod annotations a user may set.
+	Lease         = "leasegate.io/lease"
+	LeaseDuration = "leasegate.io/lease-duration"
+	RenewDeadline = "leasegate.io/renew-deadline"
+	RetryPeriod   = "leasegate.io/retry-period"
+	Readiness     = "leasegate.io/readiness"
+	Start         = "leasegate.io/start"
+
+	// Status records what was injected, so that a re-invocation changes nothing.
+	Status = "leasegate.io/status"
+	// Injected marks injected pods, so the webhook's cache holds those pods only.
+	Injected = "leasegate.io/injected"
+	// Managed marks the Leases, Roles and RoleBindings leasegate provisions; only those are ever changed
+	// or deleted, and only such Leases reach the lease guard.
+	Managed = "leasegate.io/managed"
+)
