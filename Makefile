@@ -39,7 +39,7 @@ test: $(CONTROLPLANE_DEP) ## Unit, integration and e2e tests against a real kube
 
 .PHONY: e2e
 e2e: $(CONTROLPLANE_DEP) ## Only the Ginkgo e2e suite, verbose.
-	$(GO) test -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
+	$(GO) test -v -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
 .PHONY: bench
 bench: $(CONTROLPLANE_DEP) ## Go benchmarks of the hot paths, then the failover table (20 runs each) and agent RSS.

@@ -264,6 +264,11 @@ func (p *plan) apply(pod *corev1.Pod) {
 		pod.Spec.Containers = append(pod.Spec.Containers, agent)
 	}
 	pod.Spec.Volumes = append(pod.Spec.Volumes, tokenVolumeSource())
+	if pod.Spec.ServiceAccountName == "" {
+		// The ServiceAccount admission plugin, which runs before webhooks, sets this in a standard
+		// cluster; where it is off, a projected token still needs a named account.
+		pod.Spec.ServiceAccountName = "default"
+	}
 
 	sidecar := "container"
 	if p.native {

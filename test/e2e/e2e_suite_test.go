@@ -14,9 +14,13 @@ import (
 	"github.com/leasegate/leasegate/test/framework"
 )
 
+// leasegateNamespace is where the webhook runs and its ConfigMap lives.
+const leasegateNamespace = "leasegate-system"
+
 var (
 	controlPlane *framework.ControlPlane
 	agentBinary  string
+	webhook      *framework.Webhook
 )
 
 func TestE2E(t *testing.T) {
@@ -31,9 +35,22 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(controlPlane.Stop)
 
-	By("building leasegate-agent")
-	agentBinary, err = framework.BuildAgent(GinkgoT().TempDir())
+	By("building leasegate-agent and leasegate-webhook")
+	dir := GinkgoT().TempDir()
+	agentBinary, err = framework.BuildAgent(dir)
 	Expect(err).NotTo(HaveOccurred())
+	webhookBinary, err := framework.BuildWebhook(dir)
+	Expect(err).NotTo(HaveOccurred())
+
+	By("starting leasegate-webhook and installing config/webhook, with a real TLS certificate")
+	webhook, err = controlPlane.StartWebhook(context.Background(), webhookBinary, dir, leasegateNamespace)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(func() {
+		webhook.Stop()
+		if CurrentSpecReport().Failed() {
+			AddReportEntry("leasegate-webhook logs", webhook.Logs())
+		}
+	})
 })
 
 var namespaces atomic.Int32

@@ -17,17 +17,28 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // BuildAgent builds cmd/agent into dir and returns the binary's path.
 func BuildAgent(dir string) (string, error) {
-	out := filepath.Join(dir, "leasegate-agent")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./cmd/agent")
+	return buildBinary(dir, "./cmd/agent", "leasegate-agent")
+}
+
+// BuildWebhook builds cmd/webhook into dir and returns the binary's path.
+func BuildWebhook(dir string) (string, error) {
+	return buildBinary(dir, "./cmd/webhook", "leasegate-webhook")
+}
+
+func buildBinary(dir, pkg, name string) (string, error) {
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = RepoRoot()
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if output, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/agent: %w\n%s", err, output)
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, output)
 	}
 	return out, nil
 }
@@ -79,7 +90,43 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 		env = append(env, "LEASEGATE_STATUS_FILE="+opts.StatusFile)
 	}
 	env = append(env, opts.ExtraEnv...)
+	return startAgentProcess(binary, pod, env, port)
+}
 
+// StartInjectedAgent runs the agent binary with the environment the webhook injected into pod's
+// leasegate-agent container, resolving the downward API as kubelet would; only its listen address
+// (a free loopback port, so several agents share this host) and credentials (identity's pod-bound
+// token) differ from what it would have in the pod.
+func StartInjectedAgent(binary string, pod *corev1.Pod, identity *Pod) (*Agent, error) {
+	var agent *corev1.Container
+	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for i := range containers {
+			if containers[i].Name == "leasegate-agent" {
+				agent = &containers[i]
+			}
+		}
+	}
+	if agent == nil {
+		return nil, fmt.Errorf("pod %s/%s has no leasegate-agent container", pod.Namespace, pod.Name)
+	}
+	port, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	downward := map[string]string{"metadata.name": pod.Name, "metadata.namespace": pod.Namespace, "metadata.uid": string(pod.UID)}
+	env := []string{"PATH=" + os.Getenv("PATH")}
+	for _, e := range agent.Env {
+		value := e.Value
+		if e.ValueFrom != nil && e.ValueFrom.FieldRef != nil {
+			value = downward[e.ValueFrom.FieldRef.FieldPath]
+		}
+		env = append(env, e.Name+"="+value)
+	}
+	env = append(env, "LEASEGATE_LISTEN=127.0.0.1:"+strconv.Itoa(port), "KUBECONFIG="+identity.Kubeconfig)
+	return startAgentProcess(binary, identity, env, port)
+}
+
+func startAgentProcess(binary string, pod *Pod, env []string, port int) (*Agent, error) {
 	a := &Agent{Pod: pod, URL: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, exited: make(chan struct{})}
 	a.cmd = exec.Command(binary)
 	a.cmd.Env = env

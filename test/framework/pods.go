@@ -70,23 +70,40 @@ func (c *ControlPlane) CreatePod(ctx context.Context, namespace, name, dir, serv
 	if err != nil {
 		return nil, err
 	}
-	token, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, ServiceAccountName, &authenticationv1.TokenRequest{
+	return c.PodIdentity(ctx, pod, dir, server)
+}
+
+// PodIdentity gives an existing pod object the credentials kubelet would give it: a token for its
+// service account, bound to the pod, written as a kubeconfig under dir.
+func (c *ControlPlane) PodIdentity(ctx context.Context, pod *corev1.Pod, dir, server string) (*Pod, error) {
+	sa := pod.Spec.ServiceAccountName
+	if sa == "" {
+		sa = "default"
+	}
+	token, err := c.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
 		Spec: authenticationv1.TokenRequestSpec{
 			ExpirationSeconds: ptr.To[int64](3600),
 			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("requesting a token bound to pod %s/%s: %w", namespace, name, err)
+		return nil, fmt.Errorf("requesting a token bound to pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}
 	if server == "" {
 		server = c.Config.Host
 	}
-	path := filepath.Join(dir, namespace+"-"+name+".kubeconfig")
-	if err := writeKubeconfig(path, server, c.Config, token.Status.Token); err != nil {
+	path := filepath.Join(dir, pod.Namespace+"-"+pod.Name+".kubeconfig")
+	if err := writeKubeconfig(path, server, c.Config, &clientcmdapi.AuthInfo{Token: token.Status.Token}); err != nil {
 		return nil, err
 	}
-	return &Pod{Namespace: namespace, Name: name, UID: string(pod.UID), Kubeconfig: path}, nil
+	return &Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Kubeconfig: path}, nil
+}
+
+// AdminKubeconfig writes a kubeconfig with the control plane's admin (system:masters) credentials.
+func (c *ControlPlane) AdminKubeconfig(path string) error {
+	return writeKubeconfig(path, c.Config.Host, c.Config, &clientcmdapi.AuthInfo{
+		ClientCertificateData: c.Config.CertData, ClientKeyData: c.Config.KeyData,
+	})
 }
 
 // Identity is the holder identity the pod's agent writes.
@@ -97,10 +114,10 @@ func (p *Pod) RESTConfig() (*rest.Config, error) {
 	return clientcmd.BuildConfigFromFlags("", p.Kubeconfig)
 }
 
-func writeKubeconfig(path, server string, admin *rest.Config, token string) error {
+func writeKubeconfig(path, server string, admin *rest.Config, user *clientcmdapi.AuthInfo) error {
 	config := clientcmdapi.NewConfig()
 	config.Clusters["test"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: admin.CAData}
-	config.AuthInfos["pod"] = &clientcmdapi.AuthInfo{Token: token}
+	config.AuthInfos["pod"] = user
 	config.Contexts["test"] = &clientcmdapi.Context{Cluster: "test", AuthInfo: "pod"}
 	config.CurrentContext = "test"
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {

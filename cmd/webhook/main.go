@@ -1,0 +1,34 @@
+// Command leasegate-webhook serves leasegate's admission webhooks and runs its background controllers.
+package main
+
+import (
+	"flag"
+	"os"
+
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/leasegate/leasegate/internal/manager"
+)
+
+func main() {
+	var opts manager.Options
+	flag.IntVar(&opts.WebhookPort, "webhook-port", 9443, "port of the TLS admission webhook server")
+	flag.StringVar(&opts.CertDir, "cert-dir", "/tmp/k8s-webhook-server/serving-certs", "directory holding tls.crt and tls.key, reloaded when they change")
+	flag.StringVar(&opts.WebhookConfiguration, "webhook-configuration", "leasegate", "name of the Mutating- and ValidatingWebhookConfiguration the installer created")
+	flag.StringVar(&opts.Namespace, "namespace", os.Getenv("POD_NAMESPACE"), "leasegate's own namespace, where its ConfigMap lives (default $POD_NAMESPACE)")
+	flag.StringVar(&opts.ConfigName, "config-name", "leasegate-config", "name of the ConfigMap holding config.yaml")
+	flag.StringVar(&opts.HealthProbeAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.StringVar(&opts.MetricsAddress, "metrics-bind-address", ":8080", `address of /metrics ("0" disables it)`)
+	flag.BoolVar(&opts.LeaderElect, "leader-elect", true, "elect a leader among replicas for the background controllers (webhooks are served by every replica)")
+	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "serve webhooks and metrics over HTTP/2 as well")
+	zapOpts := zap.Options{}
+	zapOpts.BindFlags(flag.CommandLine)
+	flag.Parse()
+
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	if err := manager.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {
+		ctrl.Log.Error(err, "leasegate-webhook failed")
+		os.Exit(1)
+	}
+}

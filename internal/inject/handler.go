@@ -1,0 +1,73 @@
+package inject
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+// Handler serves Inject as a mutating admission webhook. It makes no API call per request: namespace
+// labels come from an informer cache, the configuration from the Store.
+type Handler struct {
+	Config       *config.Store
+	Namespaces   client.Reader // cached, metadata only
+	Caps         Capabilities
+	OwnNamespace string
+}
+
+var _ admission.Handler = (*Handler)(nil)
+
+// Handle decodes the pod, decides, and answers with a patch, an allowance or a denial.
+func (h *Handler) Handle(ctx context.Context, req admission.Request) admission.Response {
+	start := time.Now()
+	resp, result := h.handle(ctx, req)
+	admissions.WithLabelValues(result).Inc()
+	admissionSeconds.Observe(time.Since(start).Seconds())
+	return resp
+}
+
+func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.Response, string) {
+	pod := &corev1.Pod{}
+	if err := json.Unmarshal(req.Object.Raw, pod); err != nil {
+		return admission.Errored(http.StatusBadRequest, err), "error"
+	}
+	if pod.Namespace == "" {
+		pod.Namespace = req.Namespace // a pod in a create request may leave it to the URL
+	}
+	result, err := Inject(pod, h.namespace(ctx, pod.Namespace), Options{
+		Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace,
+	})
+	if err != nil {
+		return admission.Denied(err.Error()), "denied"
+	}
+	if result.Pod == nil {
+		return admission.Allowed(result.Skipped).WithWarnings(result.Warnings...), "skipped"
+	}
+	injected, err := json.Marshal(result.Pod)
+	if err != nil {
+		return admission.Errored(http.StatusInternalServerError, err), "error"
+	}
+	return admission.PatchResponseFromRaw(req.Object.Raw, injected), "injected"
+}
+
+// namespace looks the pod's namespace up in the cache. A namespace the cache has not seen yet (created a
+// moment ago) is taken as opted in: the webhook configuration's namespaceSelector only sends pods from
+// opted-in namespaces, or pods that opted in themselves.
+func (h *Handler) namespace(ctx context.Context, name string) Namespace {
+	ns := &metav1.PartialObjectMetadata{}
+	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+	if err := h.Namespaces.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
+		return Namespace{Name: name, Labels: map[string]string{labels.Inject: labels.InjectEnabled}}
+	}
+	return Namespace{Name: name, Labels: ns.Labels}
+}

@@ -1,0 +1,196 @@
+package inject
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+const (
+	// fieldOwner is leasegate's server-side apply field manager.
+	fieldOwner = "leasegate"
+	// podLeaseIndex indexes cached injected pods by "<namespace>/<lease>".
+	podLeaseIndex = "leasegate.io/lease"
+	// rbacPrefix names the Role and RoleBinding of lease L "leasegate-L".
+	rbacPrefix = "leasegate-"
+)
+
+// Provisioner gives the pods of each lease exactly the rights their agents need, and takes them away
+// when the last such pod is gone: the Lease object (created once, never overwritten), a Role allowing
+// get/list/watch/update/patch on that one lease name, and a RoleBinding for the service accounts of the
+// pods that use it.
+//
+// It reconciles from an informer cache of injected pods rather than acting inside the admission request:
+// admission stays free of side effects (so dry-run needs no special case), and a pod whose creation
+// fails after admission never leaves rights behind.
+type Provisioner struct {
+	Client client.Client
+}
+
+// SetupWithManager registers the provisioner; it runs on the elected leader only.
+func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, func(o client.Object) []string {
+		if lease := leaseOf(o.(*corev1.Pod)); lease != "" {
+			return []string{o.GetNamespace() + "/" + lease}
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	// Requests are "<namespace>/<lease>". Pods map by their status annotation, provisioned objects by name.
+	byPodLease := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+		if lease := leaseOf(o.(*corev1.Pod)); lease != "" {
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: lease}}}
+		}
+		return nil
+	})
+	byObjectName := func(prefix string) handler.EventHandler {
+		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			name := o.GetName()
+			if prefix != "" {
+				var ok bool
+				if name, ok = strings.CutPrefix(name, prefix); !ok {
+					return nil
+				}
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
+		})
+	}
+	managed := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[labels.Managed] == "true" })
+	// A pod's lease and service account never change, and kubelet updates pod status often: only a
+	// pod's arrival and departure matter. Agents renew leases every retry period: only a deleted
+	// Lease matters. Roles and RoleBindings change only when someone edits them, which we undo.
+	arrivalsAndDepartures := predicate.Funcs{
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	deletions := predicate.Funcs{
+		CreateFunc:  func(event.CreateEvent) bool { return false },
+		UpdateFunc:  func(event.UpdateEvent) bool { return false },
+		GenericFunc: func(event.GenericEvent) bool { return false },
+	}
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("lease-provisioner").
+		Watches(&corev1.Pod{}, byPodLease, builder.WithPredicates(arrivalsAndDepartures)).
+		Watches(&rbacv1.Role{}, byObjectName(rbacPrefix), builder.WithPredicates(managed)).
+		Watches(&rbacv1.RoleBinding{}, byObjectName(rbacPrefix), builder.WithPredicates(managed)).
+		Watches(&coordinationv1.Lease{}, byObjectName(""), builder.WithPredicates(managed, deletions)).
+		Complete(p)
+}
+
+// Reconcile brings the Lease, Role and RoleBinding of one lease in line with the pods that use it.
+func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	pods := &corev1.PodList{}
+	if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: req.Namespace + "/" + req.Name}); err != nil {
+		return reconcile.Result{}, err
+	}
+	// Terminating pods keep their rights: their agents release the lease on the way out.
+	var accounts []string
+	for i := range pods.Items {
+		sa := pods.Items[i].Spec.ServiceAccountName
+		if sa == "" {
+			sa = "default"
+		}
+		accounts = append(accounts, sa)
+	}
+	slices.Sort(accounts)
+	accounts = slices.Compact(accounts)
+
+	var err error
+	if len(accounts) == 0 {
+		err = p.remove(ctx, req.NamespacedName)
+		provisions.WithLabelValues(resultOf(err, "removed")).Inc()
+	} else {
+		err = p.provision(ctx, req.NamespacedName, accounts)
+		provisions.WithLabelValues(resultOf(err, "provisioned")).Inc()
+	}
+	return reconcile.Result{}, err
+}
+
+func (p *Provisioner) provision(ctx context.Context, lease types.NamespacedName, accounts []string) error {
+	managed := map[string]string{labels.Managed: "true"}
+	err := p.Client.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
+		Namespace: lease.Namespace, Name: lease.Name, Labels: managed,
+	}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+
+	name := rbacPrefix + lease.Name
+	role := rbacv1ac.Role(name, lease.Namespace).WithLabels(managed).WithRules(
+		// The agent's informer lists and watches with fieldSelector metadata.name=<lease>, which RBAC
+		// matches against resourceNames, so even list and watch are limited to this one lease.
+		rbacv1ac.PolicyRule().
+			WithAPIGroups(coordinationv1.GroupName).
+			WithResources("leases").
+			WithResourceNames(lease.Name).
+			WithVerbs("get", "list", "watch", "update", "patch"),
+	)
+	if err := p.Client.Apply(ctx, role, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
+		return err
+	}
+	binding := rbacv1ac.RoleBinding(name, lease.Namespace).WithLabels(managed).
+		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name))
+	for _, sa := range accounts {
+		binding.WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(lease.Namespace).WithName(sa))
+	}
+	return p.Client.Apply(ctx, binding, client.FieldOwner(fieldOwner), client.ForceOwnership)
+}
+
+// remove deletes what provision made, and only that: objects without the managed label are the user's.
+func (p *Provisioner) remove(ctx context.Context, lease types.NamespacedName) error {
+	name := rbacPrefix + lease.Name
+	for _, obj := range []client.Object{
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: name}},
+		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: lease.Name}},
+	} {
+		if err := p.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+			continue
+		} else if err != nil {
+			return err
+		}
+		if obj.GetLabels()[labels.Managed] != "true" {
+			continue
+		}
+		if err := p.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// leaseOf is the lease an injected pod's status annotation records.
+func leaseOf(pod *corev1.Pod) string {
+	var s Status
+	if json.Unmarshal([]byte(pod.Annotations[labels.Status]), &s) != nil {
+		return ""
+	}
+	return s.Lease
+}
+
+func resultOf(err error, success string) string {
+	if err != nil {
+		return "error"
+	}
+	return success
+}

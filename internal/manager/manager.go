@@ -1,0 +1,132 @@
+// Package manager assembles the leasegate-webhook process: one controller-runtime manager that serves
+// every admission webhook over TLS and runs the background controllers.
+package manager
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"strconv"
+	"strings"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	k8slabels "k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/controller-runtime/pkg/webhook"
+
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/inject"
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+// Paths of the admission webhooks this process serves.
+const MutatePodsPath = "/mutate-pods"
+
+// Options are leasegate-webhook's flags.
+type Options struct {
+	WebhookPort          int
+	CertDir              string
+	WebhookConfiguration string
+	Namespace            string
+	ConfigName           string
+	HealthProbeAddress   string
+	MetricsAddress       string
+	LeaderElect          bool
+	EnableHTTP2          bool
+}
+
+// Run serves until ctx ends.
+func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
+	log := ctrl.Log.WithName("setup")
+	if opts.Namespace == "" {
+		return fmt.Errorf("--namespace is required (or POD_NAMESPACE): leasegate's own namespace, where %s lives", opts.ConfigName)
+	}
+	caps, err := capabilities(restConfig)
+	if err != nil {
+		return err
+	}
+
+	managed := k8slabels.SelectorFromSet(k8slabels.Set{labels.Managed: "true"})
+	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
+	if !opts.EnableHTTP2 {
+		// HTTP/2 stream multiplexing has had denial-of-service flaws (CVE-2023-44487, CVE-2023-39325);
+		// the API server speaks HTTP/1.1 to webhooks just as well.
+		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
+	}
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.CertDir, TLSOpts: tlsOpts}),
+		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress, TLSOpts: tlsOpts},
+		HealthProbeBindAddress:        opts.HealthProbeAddress,
+		LeaderElection:                opts.LeaderElect,
+		LeaderElectionID:              "leasegate-webhook",
+		LeaderElectionNamespace:       opts.Namespace,
+		LeaderElectionReleaseOnCancel: true,
+		// Cache only what leasegate looks at: injected pods, what it provisions, its own ConfigMap.
+		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
+			&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{labels.Injected: "true"})},
+			&rbacv1.Role{}:          {Label: managed},
+			&rbacv1.RoleBinding{}:   {Label: managed},
+			&coordinationv1.Lease{}: {Label: managed},
+			&corev1.ConfigMap{}: {
+				Namespaces: map[string]cache.Config{opts.Namespace: {}},
+				Field:      fields.OneTermEqualSelector("metadata.name", opts.ConfigName),
+			},
+		}},
+	})
+	if err != nil {
+		return err
+	}
+
+	configKey := types.NamespacedName{Namespace: opts.Namespace, Name: opts.ConfigName}
+	initial, err := config.LoadConfigMap(ctx, mgr.GetAPIReader(), configKey)
+	if err != nil {
+		return err
+	}
+	store := config.NewStore(initial)
+	if err := (&config.Reloader{
+		Client: mgr.GetClient(), Store: store, Key: configKey, Recorder: mgr.GetEventRecorder("leasegate-webhook"),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	if err := (&inject.Provisioner{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+	mgr.GetWebhookServer().Register(MutatePodsPath, &webhook.Admission{Handler: &inject.Handler{
+		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace,
+	}})
+
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	log.Info("Starting", "namespace", opts.Namespace, "webhookPort", opts.WebhookPort,
+		"nativeSidecars", caps.NativeSidecars, "agentImage", initial.Agent.Image)
+	return mgr.Start(ctx)
+}
+
+// capabilities asks the API server, once, what it supports.
+func capabilities(config *rest.Config) (inject.Capabilities, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(config)
+	if err != nil {
+		return inject.Capabilities{}, err
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return inject.Capabilities{}, fmt.Errorf("asking the API server its version: %w", err)
+	}
+	major, _ := strconv.Atoi(v.Major)
+	minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
+	return inject.Capabilities{NativeSidecars: major > 1 || (major == 1 && minor >= 29)}, nil
+}

@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+// labelledNamespace creates a namespace with the given labels and a service account "orders".
+func labelledNamespace(ctx context.Context, labels map[string]string) string {
+	name := fmt.Sprintf("inject-%d-%d", GinkgoParallelProcess(), namespaces.Add(1))
+	_, err := controlPlane.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = controlPlane.Client.CoreV1().ServiceAccounts(name).Create(ctx, &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return name
+}
+
+var optedIn = map[string]string{"leasegate.io/inject": "enabled"}
+
+// deploymentPod is a pod as the ReplicaSet of Deployment "orders" creates it, restricted-compliant.
+func deploymentPod(namespace string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: "orders-5d8f7c9b4-",
+			Namespace:    namespace,
+			Labels:       map[string]string{"app.kubernetes.io/name": "orders", "pod-template-hash": "5d8f7c9b4"},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "orders-5d8f7c9b4",
+				UID: "0b6a4d1f-6c4f-4f8e-8f0e-3f1b9f2d6a10", Controller: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: "orders",
+			SecurityContext: &corev1.PodSecurityContext{
+				RunAsNonRoot: ptr.To(true), SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Containers: []corev1.Container{{
+				Name: "orders", Image: "registry.example/orders:1",
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: ptr.To(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+				},
+			}},
+		},
+	}
+}
+
+func createPod(ctx context.Context, pod *corev1.Pod, dryRun bool) (*corev1.Pod, error) {
+	opts := metav1.CreateOptions{}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	return controlPlane.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts)
+}
+
+func isInjected(pod *corev1.Pod) bool {
+	return pod.Annotations["leasegate.io/status"] != ""
+}
+
+// canUpdateLease asks the API server whether the service account may update the named lease.
+func canUpdateLease(ctx context.Context, namespace, serviceAccount, lease string) bool {
+	review, err := controlPlane.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+		Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:   "system:serviceaccount:" + namespace + ":" + serviceAccount,
+			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+			ResourceAttributes: &authorizationv1.ResourceAttributes{
+				Namespace: namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: lease,
+			},
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return review.Status.Allowed
+}
+
+var _ = Describe("The injector", func() {
+	It("injects a Deployment's pod in a labelled namespace: native sidecar, identity env, status annotation", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		pod, err := createPod(ctx, deploymentPod(ns), false)
+		Expect(err).NotTo(HaveOccurred())
+
+		Expect(isInjected(pod)).To(BeTrue())
+		Expect(pod.Labels).To(HaveKeyWithValue("leasegate.io/injected", "true"))
+		Expect(pod.Spec.InitContainers).To(HaveLen(1))
+		agent := pod.Spec.InitContainers[0]
+		Expect(agent.Name).To(Equal("leasegate-agent"))
+		Expect(agent.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar on a 1.36 API server")
+		Expect(agent.Env).To(ContainElement(corev1.EnvVar{Name: "LEASEGATE_LEASE", Value: "orders"}), "the lease is named after the Deployment")
+		Expect(pod.Spec.Containers[0].Env).To(ContainElements(
+			corev1.EnvVar{Name: "LEASEGATE_AGENT_URL", Value: "http://127.0.0.1:9440"},
+			HaveField("Name", "POD_UID"),
+		))
+	})
+
+	It("leaves pods alone where nobody opted in, in kube-system even when labelled, and when the pod opts out", func(ctx SpecContext) {
+		plain := labelledNamespace(ctx, nil)
+		pod, err := createPod(ctx, deploymentPod(plain), false)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isInjected(pod)).To(BeFalse(), "an unlabelled namespace")
+
+		system := deploymentPod("kube-system")
+		system.Labels["leasegate.io/inject"] = "enabled"
+		system.Spec.ServiceAccountName = ""
+		pod, err = createPod(ctx, system, true)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isInjected(pod)).To(BeFalse(), "kube-system is never injected")
+
+		optOut := deploymentPod(labelledNamespace(ctx, optedIn))
+		optOut.Labels["leasegate.io/inject"] = "disabled"
+		pod, err = createPod(ctx, optOut, false)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isInjected(pod)).To(BeFalse(), "the pod's opt-out wins over its namespace")
+
+		optIn := deploymentPod(plain)
+		optIn.Labels["leasegate.io/inject"] = "enabled"
+		pod, err = createPod(ctx, optIn, false)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isInjected(pod)).To(BeTrue(), "a pod may opt in by itself in any namespace")
+	})
+
+	It("injects a dry-run create and provisions nothing for it", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		pod, err := createPod(ctx, deploymentPod(ns), true)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(isInjected(pod)).To(BeTrue())
+		Consistently(func() bool { return canUpdateLease(ctx, ns, "orders", "orders") }).
+			WithTimeout(2 * time.Second).Should(BeFalse())
+		_, err = controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
+		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "no Lease for a pod that was never created")
+	})
+
+	It("denies a bad timing annotation with the message kubectl shows, naming the annotation and the rule", func(ctx SpecContext) {
+		pod := deploymentPod(labelledNamespace(ctx, optedIn))
+		pod.Annotations = map[string]string{"leasegate.io/renew-deadline": "20s"}
+		_, err := createPod(ctx, pod, false)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(Equal(`admission webhook "pods.leasegate.io" denied the request: leasegate cannot inject this pod: ` +
+			`metadata.annotations[leasegate.io/renew-deadline]: Invalid value: "20s": renew deadline (20s) must be shorter than lease duration (15s); ` +
+			`the rule is retry-period < renew-deadline < lease-duration (lease duration 15s, renew deadline 20s, retry period 2s; ` +
+			`unset annotations come from the leasegate-config defaults)`))
+	})
+
+	It("injects a spec that passes Pod Security restricted in a namespace that enforces it", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, map[string]string{
+			"leasegate.io/inject": "enabled", "pod-security.kubernetes.io/enforce": "restricted",
+		})
+		pod, err := createPod(ctx, deploymentPod(ns), false)
+		Expect(err).NotTo(HaveOccurred(), "the injected agent must not break restricted")
+		Expect(isInjected(pod)).To(BeTrue())
+
+		// The same namespace rejects a pod that is not restricted-compliant: the check is really on.
+		loose := deploymentPod(ns)
+		loose.Spec.Containers[0].SecurityContext = nil
+		_, err = createPod(ctx, loose, true)
+		Expect(err).To(MatchError(ContainSubstring(`violates PodSecurity "restricted:latest"`)))
+	})
+
+	It("provisions update rights on the pod's own lease within seconds, no other, and removes them with the last pod", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		created := time.Now()
+		first, err := createPod(ctx, deploymentPod(ns), false)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool { return canUpdateLease(ctx, ns, "orders", "orders") }).
+			WithTimeout(5 * time.Second).WithPolling(20 * time.Millisecond).Should(BeTrue())
+		GinkgoWriter.Printf("rights provisioned %s after the pod was admitted\n", time.Since(created))
+		Expect(canUpdateLease(ctx, ns, "orders", "billing")).To(BeFalse(), "another lease in the same namespace")
+		Expect(canUpdateLease(ctx, ns, "default", "orders")).To(BeFalse(), "another service account")
+
+		lease, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(lease.Labels).To(HaveKeyWithValue("leasegate.io/managed", "true"))
+
+		second, err := createPod(ctx, deploymentPod(ns), false)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(controlPlane.Client.CoreV1().Pods(ns).Delete(ctx, first.Name, metav1.DeleteOptions{})).To(Succeed())
+		Consistently(func() bool { return canUpdateLease(ctx, ns, "orders", "orders") }).
+			WithTimeout(time.Second).Should(BeTrue(), "a pod still uses the lease")
+
+		Expect(controlPlane.Client.CoreV1().Pods(ns).Delete(ctx, second.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() bool { return canUpdateLease(ctx, ns, "orders", "orders") }).WithTimeout(5 * time.Second).Should(BeFalse())
+		Eventually(func() bool {
+			_, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(5 * time.Second).Should(BeTrue(), "the managed Lease goes with the last pod")
+		roles, err := controlPlane.Client.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(roles.Items).To(BeEmpty())
+	})
+
+	It("gives agents, run from the injected spec with pod-bound tokens, enough rights to elect a leader and no more", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		dir := GinkgoT().TempDir()
+		var agents []*framework.Agent
+		for range 3 {
+			pod, err := createPod(ctx, deploymentPod(ns), false)
+			Expect(err).NotTo(HaveOccurred())
+			identity, err := controlPlane.PodIdentity(ctx, pod, dir, "")
+			Expect(err).NotTo(HaveOccurred())
+			agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() {
+				agent.Stop()
+				if CurrentSpecReport().Failed() {
+					AddReportEntry("logs of "+pod.Name, agent.Logs())
+				}
+			})
+			agents = append(agents, agent)
+		}
+		leader := soleLeader(agents)
+		lease, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(*lease.Spec.HolderIdentity).To(Equal(leader.Pod.Identity()))
+		Expect(*lease.Spec.LeaseDurationSeconds).To(BeEquivalentTo(15), "timing from the leasegate-config defaults")
+	})
+
+	It("applies a ConfigMap edit live and keeps the last good configuration when an edit is invalid", Serial, func(ctx SpecContext) {
+		configMaps := controlPlane.Client.CoreV1().ConfigMaps(leasegateNamespace)
+		cm, err := configMaps.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"},
+			Data:       map[string]string{"config.yaml": "agent: {image: registry.example/leasegate-agent:live}\n"},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(configMaps.Delete(ctx, "leasegate-config", metav1.DeleteOptions{})).To(Succeed())
+		})
+		ns := labelledNamespace(ctx, optedIn)
+		agentImage := func() string {
+			pod, err := createPod(ctx, deploymentPod(ns), true)
+			Expect(err).NotTo(HaveOccurred())
+			var status struct{ Image string }
+			Expect(json.Unmarshal([]byte(pod.Annotations["leasegate.io/status"]), &status)).To(Succeed())
+			return status.Image
+		}
+		Eventually(agentImage).WithTimeout(5 * time.Second).Should(Equal("registry.example/leasegate-agent:live"))
+
+		cm.Data["config.yaml"] = "election: {renewDeadline: 30s}\nagent: {image: registry.example/leasegate-agent:broken}\n"
+		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() ([]string, error) {
+			events, err := controlPlane.Client.EventsV1().Events(leasegateNamespace).List(ctx, metav1.ListOptions{})
+			var notes []string
+			for _, e := range events.Items {
+				if e.Reason == "InvalidConfig" && e.Regarding.Name == "leasegate-config" {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes, err
+		}).WithTimeout(5 * time.Second).Should(ContainElement(ContainSubstring(
+			`election.renewDeadline: Invalid value: "30s": renew deadline (30s) must be shorter than lease duration (15s)`)))
+		Expect(agentImage()).To(Equal("registry.example/leasegate-agent:live"), "the last good configuration stays in force")
+	})
+})

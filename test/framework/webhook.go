@@ -1,0 +1,180 @@
+package framework
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os/exec"
+	"path"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+)
+
+// Webhook is a running leasegate-webhook process that the API server calls over real TLS: envtest
+// generates a CA and a serving certificate, the process serves it from --cert-dir, and the webhook
+// configurations from config/webhook carry the CA bundle and point at the process.
+type Webhook struct {
+	Namespace  string
+	MetricsURL string
+	cmd        *exec.Cmd
+	logs       *syncBuffer
+	exited     chan struct{}
+}
+
+// WebhookManifests is the webhook configuration users install, which the tests install too.
+func WebhookManifests() string {
+	return filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")
+}
+
+// StartWebhook runs binary as leasegate-webhook in namespace and installs the webhook configurations once
+// it is ready, then waits until the API server actually calls it.
+func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace string) (*Webhook, error) {
+	install := &envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}, LocalServingHost: "127.0.0.1"}
+	if err := install.PrepWithoutInstalling(); err != nil {
+		return nil, err
+	}
+	if err := c.ensureNamespace(ctx, namespace, nil); err != nil {
+		return nil, err
+	}
+	kubeconfig := filepath.Join(dir, "admin.kubeconfig")
+	if err := c.AdminKubeconfig(kubeconfig); err != nil {
+		return nil, err
+	}
+	healthPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, err
+	}
+	w := &Webhook{
+		Namespace:  namespace,
+		MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
+		logs:       &syncBuffer{},
+		exited:     make(chan struct{}),
+	}
+	w.cmd = exec.Command(binary,
+		"--kubeconfig", kubeconfig,
+		"--namespace", namespace,
+		"--cert-dir", install.LocalServingCertDir,
+		"--webhook-port", strconv.Itoa(install.LocalServingPort),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+	)
+	w.cmd.Stdout, w.cmd.Stderr = w.logs, w.logs
+	if err := w.cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() { _ = w.cmd.Wait(); close(w.exited) }()
+
+	if err := w.waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)); err != nil {
+		w.Stop()
+		return nil, err
+	}
+	for _, config := range install.MutatingWebhooks {
+		for i := range config.Webhooks {
+			fixURL(&config.Webhooks[i].ClientConfig)
+		}
+		_, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			w.Stop()
+			return nil, err
+		}
+	}
+	if err := c.waitInjecting(ctx); err != nil {
+		w.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, w.Logs())
+	}
+	return w, nil
+}
+
+// fixURL cleans the path envtest builds as "https://host:port//mutate-pods"; Go's ServeMux would answer
+// the double slash with a redirect, which the API server does not follow.
+func fixURL(cc *admissionregistrationv1.WebhookClientConfig) {
+	if cc.URL == nil {
+		return
+	}
+	if u, err := url.Parse(*cc.URL); err == nil {
+		u.Path = path.Clean(u.Path)
+		cc.URL = ptr.To(u.String())
+	}
+}
+
+func (w *Webhook) waitReady(ctx context.Context, url string) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-w.exited:
+			return fmt.Errorf("leasegate-webhook exited before it was ready:\n%s", w.Logs())
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+		if resp, err := http.Get(url); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+	}
+	return fmt.Errorf("leasegate-webhook not ready after 60s:\n%s", w.Logs())
+}
+
+// waitInjecting dry-runs a pod in an opted-in namespace until the API server calls the webhook: the
+// API server picks up new webhook configurations asynchronously.
+func (c *ControlPlane) waitInjecting(ctx context.Context) error {
+	const probe = "leasegate-probe"
+	if err := c.ensureNamespace(ctx, probe, map[string]string{"leasegate.io/inject": "enabled"}); err != nil {
+		return err
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "probe", Namespace: probe},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	var last error
+	for time.Now().Before(deadline) {
+		got, err := c.Client.CoreV1().Pods(probe).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if err == nil && got.Annotations["leasegate.io/status"] != "" {
+			return nil
+		}
+		last = err
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the API server did not call leasegate-webhook within 30s (last error: %v)", last)
+}
+
+func (c *ControlPlane) ensureNamespace(ctx context.Context, name string, labels map[string]string) error {
+	_, err := c.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+	}, metav1.CreateOptions{})
+	if apierrors.IsAlreadyExists(err) {
+		return nil
+	}
+	return err
+}
+
+// Logs is everything the process wrote.
+func (w *Webhook) Logs() string { return w.logs.String() }
+
+// Stop terminates the process gracefully and waits for it.
+func (w *Webhook) Stop() {
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-w.exited:
+	case <-time.After(10 * time.Second):
+		_ = w.cmd.Process.Kill()
+		<-w.exited
+	}
+}
