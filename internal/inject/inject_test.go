@@ -120,7 +120,7 @@ func compareGolden(t *testing.T, path string, got []byte) {
 	}
 }
 
-func readPod(t *testing.T, path string) *corev1.Pod {
+func readPod(t testing.TB, path string) *corev1.Pod {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -1,0 +1,162 @@
+package inject
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	jsonpatch "github.com/evanphx/json-patch/v5"
+	admissionv1 "k8s.io/api/admission/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+// namespaceCache stands in for the informer cache of namespace metadata.
+type namespaceCache map[string]map[string]string
+
+func (c namespaceCache) Get(_ context.Context, key client.ObjectKey, obj client.Object, _ ...client.GetOption) error {
+	l, ok := c[key.Name]
+	if !ok {
+		return fmt.Errorf("namespace %s not cached", key.Name)
+	}
+	obj.SetLabels(l)
+	return nil
+}
+
+func (c namespaceCache) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return fmt.Errorf("not implemented")
+}
+
+func newTestHandler(t testing.TB) *Handler {
+	cfg, err := config.Load([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Handler{
+		Config:       config.NewStore(cfg),
+		Namespaces:   namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}, "plain": nil},
+		Caps:         Capabilities{NativeSidecars: true},
+		OwnNamespace: "leasegate-system",
+	}
+}
+
+func admissionRequest(t testing.TB, pod *corev1.Pod) admission.Request {
+	raw, err := json.Marshal(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		UID: "req-1", Operation: admissionv1.Create, Namespace: pod.Namespace,
+		Object: runtime.RawExtension{Raw: raw},
+	}}
+}
+
+// TestHandlerPatchReproducesInject applies the handler's JSON patch to the pod as the API server would,
+// and checks the result is exactly what the pure Inject produced for the golden files.
+func TestHandlerPatchReproducesInject(t *testing.T) {
+	h := newTestHandler(t)
+	for _, input := range []string{"deployment-pod.yaml", "user-env.yaml", "init-containers.yaml", "start-leader.yaml", "port-collision.yaml"} {
+		t.Run(input, func(t *testing.T) {
+			pod := readPod(t, "testdata/"+input)
+			req := admissionRequest(t, pod)
+			resp := h.Handle(context.Background(), req)
+			if !resp.Allowed || len(resp.Patches) == 0 {
+				t.Fatalf("Handle() = allowed %t with %d patches, want an allowed patch", resp.Allowed, len(resp.Patches))
+			}
+			patch, err := json.Marshal(resp.Patches)
+			if err != nil {
+				t.Fatal(err)
+			}
+			decoded, err := jsonpatch.DecodePatch(patch)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patched, err := decoded.Apply(req.Object.Raw)
+			if err != nil {
+				t.Fatalf("the patch does not apply: %v", err)
+			}
+			want, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
+				Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantJSON, _ := json.Marshal(want.Pod)
+			var got, expected any
+			_ = json.Unmarshal(patched, &got)
+			_ = json.Unmarshal(wantJSON, &expected)
+			gotJSON, _ := json.Marshal(got)
+			expectedJSON, _ := json.Marshal(expected)
+			if string(gotJSON) != string(expectedJSON) {
+				t.Errorf("patched pod differs from Inject's:\ngot  %s\nwant %s", gotJSON, expectedJSON)
+			}
+		})
+	}
+}
+
+func TestHandlerAnswers(t *testing.T) {
+	h := newTestHandler(t)
+	tests := []struct {
+		name        string
+		input       string
+		namespace   string
+		wantAllowed bool
+		wantPatch   bool
+		wantCode    int32
+		wantMessage string
+	}{
+		{"an opted-in pod is patched", "deployment-pod.yaml", "", true, true, 200, ""},
+		{"a pod of an unlabelled namespace passes unchanged", "not-opted-in.yaml", "plain", true, false, 200, "neither the pod nor its namespace opted in"},
+		{"a bad annotation is denied with 403", "invalid-timing.yaml", "", false, false, 403, "leasegate.io/renew-deadline"},
+		{"a namespace not yet cached counts as opted in by the webhook configuration", "deployment-pod.yaml", "brand-new", true, true, 200, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			pod := readPod(t, "testdata/"+tt.input)
+			if tt.namespace != "" {
+				pod.Namespace = tt.namespace
+			}
+			resp := h.Handle(context.Background(), admissionRequest(t, pod))
+			// Complete fills in what the webhook server sends: the status code of allowed patches too.
+			if err := resp.Complete(admissionRequest(t, pod)); err != nil {
+				t.Fatal(err)
+			}
+			if resp.Allowed != tt.wantAllowed || (len(resp.Patches) > 0) != tt.wantPatch || resp.Result.Code != tt.wantCode {
+				t.Errorf("Handle() = allowed %t, %d patches, code %d; want allowed %t, patch %t, code %d",
+					resp.Allowed, len(resp.Patches), resp.Result.Code, tt.wantAllowed, tt.wantPatch, tt.wantCode)
+			}
+			if !strings.Contains(resp.Result.Message, tt.wantMessage) {
+				t.Errorf("message %q lacks %q", resp.Result.Message, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func benchmarkHandler(b *testing.B, pod *corev1.Pod) {
+	h := newTestHandler(b)
+	req := admissionRequest(b, pod)
+	b.ReportAllocs()
+	for b.Loop() {
+		if resp := h.Handle(context.Background(), req); len(resp.Patches) == 0 {
+			b.Fatal("not injected")
+		}
+	}
+}
+
+func BenchmarkHandlerTypicalPod(b *testing.B) {
+	benchmarkHandler(b, readPod(b, "testdata/deployment-pod.yaml"))
+}
+
+func BenchmarkHandlerPodWith2000EnvVars(b *testing.B) {
+	pod := readPod(b, "testdata/deployment-pod.yaml")
+	for i := range 2000 {
+		pod.Spec.Containers[0].Env = append(pod.Spec.Containers[0].Env, corev1.EnvVar{Name: fmt.Sprintf("SETTING_%d", i), Value: "value"})
+	}
+	benchmarkHandler(b, pod)
+}
