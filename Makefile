@@ -23,8 +23,9 @@ help: ## List the targets.
 	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build leasegate-agent into bin/.
+build: ## Build leasegate-agent and leasegate-webhook into bin/.
 	$(GO_BUILD) -o $(BIN)/leasegate-agent ./cmd/agent
+	$(GO_BUILD) -o $(BIN)/leasegate-webhook ./cmd/webhook
 
 .PHONY: controlplane
 controlplane: $(CONTROLPLANE_DEP) ## Build kube-apiserver and etcd from the Go module proxy into bin/ (cached).
@@ -47,7 +48,7 @@ bench: $(CONTROLPLANE_DEP) ## Go benchmarks of the hot paths, then the failover 
 	$(GO) run ./test/failoverbench -runs 20
 
 .PHONY: demo
-demo: $(CONTROLPLANE_DEP) ## Three agents elect a leader on an embedded control plane; the leader is killed and replaced.
+demo: $(CONTROLPLANE_DEP) ## The webhook injects agents into a labelled namespace's pods; they elect a leader and fail over.
 	$(GO) run ./test/demo $(ARGS)
 
 .PHONY: lint

@@ -1,6 +1,8 @@
-// Command demo shows leasegate's leader agent at work on a real kube-apiserver and etcd: three agents,
-// each authenticating as its own pod with a pod-bound token, elect a leader; the leader crashes and a
-// follower takes over when the lease expires; the new leader is stopped gracefully and hands over at once.
+// Command demo shows leasegate at work on a real kube-apiserver and etcd: leasegate-webhook injects the
+// leader agent into the pods of a labelled namespace and provisions their Lease RBAC; the agents, run as
+// local processes with each pod's injected environment and a pod-bound token, elect a leader; the leader
+// crashes and a follower takes over when the lease expires; the new leader is stopped gracefully and
+// hands over at once.
 // Run it with `make demo`.
 package main
 
@@ -14,15 +16,20 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
 const (
-	namespace = "demo"
-	leaseName = "worker"
+	namespace        = "shop"
+	workload         = "orders"
+	leaseName        = workload // derived from the Deployment
+	webhookNamespace = "leasegate-system"
 )
 
 var begin = time.Now()
@@ -68,17 +75,60 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 		return err
 	}
 	defer os.RemoveAll(dir)
-	say("building leasegate-agent")
-	binary, err := framework.BuildAgent(dir)
+	say("building leasegate-agent and leasegate-webhook")
+	agentBinary, err := framework.BuildAgent(dir)
 	if err != nil {
 		return err
 	}
-
-	say("creating pods worker-0..2 in namespace %q, each with a token bound to its pod, and starting their agents", namespace)
-	say("timing: lease duration %s, renew deadline %s, retry period %s", timing.LeaseDuration, timing.RenewDeadline, timing.RetryPeriod)
-	started := time.Now()
-	election, err := cp.StartElection(ctx, namespace, 3, dir, binary, leaseName, framework.AgentOptions{Timing: timing})
+	webhookBinary, err := framework.BuildWebhook(dir)
 	if err != nil {
+		return err
+	}
+	say("starting leasegate-webhook in %q; the API server calls it over TLS (config/webhook installed)", webhookNamespace)
+	webhook, err := cp.StartWebhook(ctx, webhookBinary, dir, webhookNamespace)
+	if err != nil {
+		return err
+	}
+	defer webhook.Stop()
+
+	say("kubectl label namespace %s leasegate.io/inject=enabled", namespace)
+	if err := createNamespace(ctx, cp); err != nil {
+		return err
+	}
+	bad := workerPod(timing)
+	bad.Annotations[labels.RenewDeadline] = "1h"
+	_, err = cp.Client.CoreV1().Pods(namespace).Create(ctx, bad, metav1.CreateOptions{})
+	say("a pod with leasegate.io/renew-deadline: 1h is refused:\n          Error from server (Forbidden): %v", err)
+
+	say("the ReplicaSet of Deployment %q creates 3 pods (lease timing by annotation: %s / %s / %s)",
+		workload, timing.LeaseDuration, timing.RenewDeadline, timing.RetryPeriod)
+	injected := map[string]*corev1.Pod{}
+	var pods []*framework.Pod
+	for range 3 {
+		pod, err := cp.Client.CoreV1().Pods(namespace).Create(ctx, workerPod(timing), metav1.CreateOptions{})
+		if err != nil {
+			return err
+		}
+		agent := pod.Spec.InitContainers[0]
+		say("%s admitted: %s is a native sidecar (restartPolicy %s), status %s", pod.Name, agent.Name,
+			*agent.RestartPolicy, pod.Annotations[labels.Status])
+		identity, err := cp.PodIdentity(ctx, pod, dir, "")
+		if err != nil {
+			return err
+		}
+		injected[identity.Name] = pod
+		pods = append(pods, identity)
+	}
+	if err := showProvisioned(ctx, cp); err != nil {
+		return err
+	}
+
+	say("running each pod's agent as a local process, with the injected environment and a pod-bound token (standing in for kubelet)")
+	started := time.Now()
+	election := &framework.Election{Launch: func(pod *framework.Pod) (*framework.Agent, error) {
+		return framework.StartInjectedAgent(agentBinary, injected[pod.Name], pod)
+	}}
+	if err := election.Start(pods); err != nil {
 		return err
 	}
 	defer func() {
@@ -87,6 +137,7 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 			for _, a := range election.Agents {
 				fmt.Printf("\n--- %s ---\n%s", a.Pod.Name, a.Logs())
 			}
+			fmt.Printf("\n--- leasegate-webhook ---\n%s", webhook.Logs())
 		}
 	}()
 	leader, err := election.SoleLeader(15 * time.Second)
@@ -98,8 +149,8 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 		return err
 	}
 
-	say("SIGKILL %s: a crash, so its lease must expire (budget: lease duration %s after its last renewal)",
-		leader.Pod.Name, timing.FailoverBudget(0))
+	say("SIGKILL %s: a crash, so its lease must expire (budget: lease duration %s + clock skew margin 1s after its last renewal)",
+		leader.Pod.Name, timing.LeaseDuration)
 	old, next, took, err := election.Failover(syscall.SIGKILL, timing.LeaseDuration+5*time.Second)
 	if err != nil {
 		return err
@@ -123,8 +174,58 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 	if err := showState(ctx, cp, election); err != nil {
 		return err
 	}
-	say("done: run `make demo ARGS=-logs` to see the agents' own transition logs")
+	say("done: run `make demo ARGS=-logs` to see the agents' and the webhook's own logs")
 	return nil
+}
+
+func createNamespace(ctx context.Context, cp *framework.ControlPlane) error {
+	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: namespace, Labels: map[string]string{labels.Inject: labels.InjectEnabled},
+	}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := cp.Client.CoreV1().ServiceAccounts(namespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: workload}}, metav1.CreateOptions{})
+	return err
+}
+
+// workerPod is a pod as the ReplicaSet of Deployment "orders" would create it.
+func workerPod(timing lease.Timing) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: workload + "-5d8f7c9b4-",
+			Labels:       map[string]string{"app.kubernetes.io/name": workload, "pod-template-hash": "5d8f7c9b4"},
+			Annotations: map[string]string{
+				labels.LeaseDuration: timing.LeaseDuration.String(),
+				labels.RenewDeadline: timing.RenewDeadline.String(),
+				labels.RetryPeriod:   timing.RetryPeriod.String(),
+			},
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: workload + "-5d8f7c9b4",
+				UID: "0b6a4d1f-6c4f-4f8e-8f0e-3f1b9f2d6a10", Controller: ptr.To(true),
+			}},
+		},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: workload,
+			Containers:         []corev1.Container{{Name: workload, Image: "registry.example/orders:1"}},
+		},
+	}
+}
+
+// showProvisioned prints the Role the webhook provisioned once it exists.
+func showProvisioned(ctx context.Context, cp *framework.ControlPlane) error {
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		role, err := cp.Client.RbacV1().Roles(namespace).Get(ctx, "leasegate-"+workload, metav1.GetOptions{})
+		if err == nil {
+			rule := role.Rules[0]
+			say("provisioned Role %s: %v on %s %v, and a RoleBinding for service account %q", role.Name, rule.Verbs,
+				rule.Resources[0], rule.ResourceNames, workload)
+			return nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("no Role provisioned for lease %s", workload)
 }
 
 // showState prints what each agent says and what the Lease says, side by side.
@@ -133,14 +234,14 @@ func showState(ctx context.Context, cp *framework.ControlPlane, election *framew
 	if err != nil {
 		return err
 	}
-	fmt.Printf("          %-10s %-8s %-8s %s\n", "AGENT", "LEADER", "READYZ", "/leader holder")
+	fmt.Printf("          %-24s %-8s %-8s %s\n", "AGENT", "LEADER", "READYZ", "/leader holder")
 	for _, a := range election.Agents {
 		s, err := a.Leader()
 		if err != nil {
 			return err
 		}
 		_, code, _ := a.Get("/readyz")
-		fmt.Printf("          %-10s %-8t %-8d %s\n", a.Pod.Name, s.IsLeader, code, s.Holder)
+		fmt.Printf("          %-24s %-8t %-8d %s\n", a.Pod.Name, s.IsLeader, code, s.Holder)
 	}
 	fmt.Printf("          Lease %s/%s: holderIdentity=%s leaseTransitions=%d renewTime=%s\n", namespace, leaseName,
 		*l.Spec.HolderIdentity, *l.Spec.LeaseTransitions, l.Spec.RenewTime.Format("15:04:05.000"))

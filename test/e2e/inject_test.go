@@ -196,7 +196,7 @@ var _ = Describe("The injector", func() {
 		Eventually(func() bool {
 			_, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
 			return apierrors.IsNotFound(err)
-		}).WithTimeout(5 * time.Second).Should(BeTrue(), "the managed Lease goes with the last pod")
+		}).WithTimeout(5*time.Second).Should(BeTrue(), "the managed Lease goes with the last pod")
 		roles, err := controlPlane.Client.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(roles.Items).To(BeEmpty())

@@ -8,16 +8,15 @@ import (
 
 // Election is a group of agents on one lease, as the demo and the failover benchmark drive it.
 type Election struct {
-	Binary string
-	Lease  string
-	Opts   AgentOptions
+	// Launch starts the agent of a pod, the first time and after it was stopped.
+	Launch func(*Pod) (*Agent, error)
 	Agents []*Agent
 }
 
 // Start starts an agent for each pod.
 func (e *Election) Start(pods []*Pod) error {
 	for _, pod := range pods {
-		a, err := StartAgent(e.Binary, pod, e.Lease, e.Opts)
+		a, err := e.Launch(pod)
 		if err != nil {
 			return err
 		}
@@ -102,7 +101,7 @@ func FirstToLead(agents []*Agent, timeout time.Duration) (*Agent, error) {
 // Restart starts a stopped agent again for the same pod, as kubelet restarts a container, and waits
 // until it follows the current leader.
 func (e *Election) Restart(old *Agent, timeout time.Duration) (*Agent, error) {
-	a, err := StartAgent(e.Binary, old.Pod, e.Lease, e.Opts)
+	a, err := e.Launch(old.Pod)
 	if err != nil {
 		return nil, err
 	}

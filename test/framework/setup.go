@@ -18,6 +18,6 @@ func (c *ControlPlane) StartElection(ctx context.Context, namespace string, n in
 			return nil, err
 		}
 	}
-	e := &Election{Binary: binary, Lease: leaseName, Opts: opts}
+	e := &Election{Launch: func(pod *Pod) (*Agent, error) { return StartAgent(binary, pod, leaseName, opts) }}
 	return e, e.Start(pods)
 }
