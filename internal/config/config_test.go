@@ -57,6 +57,25 @@ agent:
 	}
 }
 
+func TestLoadDefaultsGuards(t *testing.T) {
+	c, err := Load([]byte(`
+guards:
+- name: orders
+  lease: orders
+  resources: [{group: apps, resources: [deployments]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := c.Guards[0]
+	if g.Enforcement != EnforcementDeny || strings.Join(g.Resources[0].Operations, ",") != "CREATE,UPDATE,DELETE" {
+		t.Errorf("guard defaults = %+v", g)
+	}
+	if c.MissingPodIdentity != EnforcementDeny || strings.Join(c.Exempt.Groups, ",") != "system:masters" {
+		t.Errorf("fence defaults: missingPodIdentity %q, exempt groups %q", c.MissingPodIdentity, c.Exempt.Groups)
+	}
+}
+
 func TestLoadReportsEveryErrorWithItsPath(t *testing.T) {
 	tests := []struct {
 		name string
@@ -89,7 +108,7 @@ func TestLoadReportsEveryErrorWithItsPath(t *testing.T) {
 			want: []string{`config.yaml: `, `time: invalid duration "often"`},
 		},
 		{
-			name: "several problems at once, each with its path",
+			name: "several agent problems at once, each with its path",
 			yaml: `
 election: {clockSkewMargin: -1s}
 agent: {imagePullPolicy: Sometimes, nativeSidecar: maybe, port: 70000, image: "a b", resources: {requests: {memory: 1Gi}, limits: {memory: 64Mi}}}`,
@@ -100,6 +119,38 @@ agent: {imagePullPolicy: Sometimes, nativeSidecar: maybe, port: 70000, image: "a
 				`agent.port: Invalid value: 70000: must be a TCP port, 1-65535`,
 				`agent.image: Invalid value: "a b": must be an image reference without whitespace`,
 				`agent.resources.requests[memory]: Invalid value: "1Gi": must not exceed the limit 64Mi`,
+			},
+		},
+		{
+			name: "every guard problem, each at its index",
+			yaml: `
+missingPodIdentity: maybe
+guards:
+- name: Orders
+  lease: shop/orders/extra
+  serviceAccounts: [""]
+  resources: [{group: apps, resources: ["*"], operations: [PATCH]}]
+  namespaces: [Shop]
+  enforcement: block
+- name: billing
+  lease: billing
+  resources: []
+- name: billing
+  lease: ""
+  resources: [{group: "", resources: []}]`,
+			want: []string{
+				`missingPodIdentity: Unsupported value: "maybe": supported values: "deny", "warn", "allow"`,
+				`guards[0].name: Invalid value: "Orders": must be a DNS label`,
+				`guards[0].lease: Invalid value: "shop/orders/extra": name part:`,
+				`guards[0].serviceAccounts[0]: Invalid value: "": must not be empty`,
+				`guards[0].resources[0].resources[0]: Invalid value: "*": must be a resource name such as deployments`,
+				`guards[0].resources[0].operations[0]: Unsupported value: "PATCH": supported values: "CREATE", "UPDATE", "DELETE", "CONNECT"`,
+				`guards[0].namespaces[0]: Invalid value: "Shop"`,
+				`guards[0].enforcement: Unsupported value: "block": supported values: "deny", "warn", "dryrun"`,
+				`guards[1].resources: Required value: a guard fences at least one resource`,
+				`guards[2].name: Duplicate value: "billing"`,
+				`guards[2].lease: Required value`,
+				`guards[2].resources[0].resources: Required value`,
 			},
 		},
 	}

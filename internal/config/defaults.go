@@ -30,6 +30,23 @@ func Default(c *Config) {
 	if c.Agent.Port == 0 {
 		c.Agent.Port = DefaultAgentPort
 	}
+	if c.MissingPodIdentity == "" {
+		c.MissingPodIdentity = EnforcementDeny
+	}
+	if c.Exempt.Groups == nil {
+		c.Exempt.Groups = []string{"system:masters"}
+	}
+	for i := range c.Guards {
+		g := &c.Guards[i]
+		if g.Enforcement == "" {
+			g.Enforcement = EnforcementDeny
+		}
+		for j := range g.Resources {
+			if len(g.Resources[j].Operations) == 0 {
+				g.Resources[j].Operations = []string{"CREATE", "UPDATE", "DELETE"}
+			}
+		}
+	}
 	// Measured: the agent's RSS is about 20 MiB; the limit leaves room for a burst of watch events.
 	if c.Agent.Resources.Requests == nil && c.Agent.Resources.Limits == nil {
 		c.Agent.Resources = corev1.ResourceRequirements{

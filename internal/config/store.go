@@ -3,6 +3,8 @@ package config
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -40,6 +42,28 @@ func init() { metrics.Registry.MustRegister(reloads, lastReloadOK) }
 // Store holds the configuration in force. Readers get an immutable snapshot; a reload swaps it whole.
 type Store struct {
 	current atomic.Pointer[Config]
+
+	mu        sync.Mutex
+	listeners []func(*Config)
+}
+
+// OnChange calls fn with the configuration in force now and after every change, from the reloader's
+// goroutine. For work that must follow the configuration, such as which leases to watch.
+func (s *Store) OnChange(fn func(*Config)) {
+	s.mu.Lock()
+	s.listeners = append(s.listeners, fn)
+	s.mu.Unlock()
+	fn(s.Current())
+}
+
+func (s *Store) set(cfg *Config) {
+	s.current.Store(cfg)
+	s.mu.Lock()
+	listeners := slices.Clone(s.listeners)
+	s.mu.Unlock()
+	for _, fn := range listeners {
+		fn(cfg)
+	}
 }
 
 // NewStore starts with initial.
@@ -109,7 +133,7 @@ func (r *Reloader) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 			"Not applied, the previous configuration stays in force: %s", truncate(err.Error(), 900))
 		return reconcile.Result{}, nil
 	}
-	r.Store.current.Store(cfg)
+	r.Store.set(cfg)
 	reloads.WithLabelValues("applied").Inc()
 	lastReloadOK.Set(1)
 	log.Info("Applied configuration", "configMap", r.Key, "resourceVersion", cm.ResourceVersion)

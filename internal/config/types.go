@@ -21,6 +21,61 @@ type Config struct {
 	Election Election `json:"election"`
 	// Agent is how the injected agent container is built.
 	Agent Agent `json:"agent"`
+	// Guards are the fences: writes they match are admitted only from the holder of their lease.
+	Guards []Guard `json:"guards,omitempty"`
+	// MissingPodIdentity decides gated requests that carry no pod identity (a legacy service account
+	// token, say): they cannot prove they hold anything.
+	MissingPodIdentity Enforcement `json:"missingPodIdentity,omitempty"`
+	// Exempt requesters are never fenced.
+	Exempt Exempt `json:"exempt"`
+}
+
+// Enforcement is what a guard does with a write from a requester that does not hold its lease, in
+// Gatekeeper's vocabulary.
+type Enforcement string
+
+const (
+	// EnforcementDeny refuses the write (HTTP 403).
+	EnforcementDeny Enforcement = "deny"
+	// EnforcementWarn admits it with a warning to the client and an Event.
+	EnforcementWarn Enforcement = "warn"
+	// EnforcementDryRun admits it silently to the client, with an Event: to see what deny would do.
+	EnforcementDryRun Enforcement = "dryrun"
+	// EnforcementAllow admits it (missingPodIdentity only).
+	EnforcementAllow Enforcement = "allow"
+)
+
+// Guard fences writes to some resources by the holder of one lease.
+type Guard struct {
+	// Name identifies the guard in messages, Events and metrics.
+	Name string `json:"name"`
+	// Lease is "<name>", in the namespace of the request, or "<namespace>/<name>".
+	Lease string `json:"lease"`
+	// ServiceAccounts are the requesters this guard gates, as "<name>" (any namespace) or
+	// "<namespace>/<name>". Empty: every service account. Users that are not service accounts (people)
+	// are never gated; exempt them from RBAC instead.
+	ServiceAccounts []string `json:"serviceAccounts,omitempty"`
+	// Resources are the writes guarded.
+	Resources []GuardedResource `json:"resources"`
+	// Namespaces limits the guard to requests in these namespaces. Empty: all (except the system
+	// namespaces and leasegate's own, which are never fenced).
+	Namespaces []string `json:"namespaces,omitempty"`
+	// Enforcement defaults to deny.
+	Enforcement Enforcement `json:"enforcement,omitempty"`
+}
+
+// GuardedResource is a group, some of its resources, and the operations on them.
+type GuardedResource struct {
+	Group     string   `json:"group"`
+	Resources []string `json:"resources"`
+	// Operations defaults to CREATE, UPDATE and DELETE (a PATCH is an UPDATE).
+	Operations []string `json:"operations,omitempty"`
+}
+
+// Exempt lists requesters that are never fenced.
+type Exempt struct {
+	Users  []string `json:"users,omitempty"`
+	Groups []string `json:"groups,omitempty"`
 }
 
 // Election is an election's timing. Pointers tell "unset" from an explicit zero (a clock skew margin of

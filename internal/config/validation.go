@@ -3,9 +3,11 @@ package config
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
@@ -40,6 +42,89 @@ func Validate(c *Config) field.ErrorList {
 	var errs field.ErrorList
 	errs = append(errs, validateElection(&c.Election, field.NewPath("election"))...)
 	errs = append(errs, validateAgent(&c.Agent, field.NewPath("agent"))...)
+	errs = append(errs, validateGuards(c.Guards, field.NewPath("guards"))...)
+	if c.MissingPodIdentity != EnforcementDeny && c.MissingPodIdentity != EnforcementWarn && c.MissingPodIdentity != EnforcementAllow {
+		errs = append(errs, field.NotSupported(field.NewPath("missingPodIdentity"), c.MissingPodIdentity,
+			[]Enforcement{EnforcementDeny, EnforcementWarn, EnforcementAllow}))
+	}
+	return errs
+}
+
+// operations a guard may name: those admission webhooks see for writes.
+var operations = []string{"CREATE", "UPDATE", "DELETE", "CONNECT"}
+
+func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	names := map[string]bool{}
+	for i, g := range guards {
+		p := path.Index(i)
+		if msgs := validation.IsDNS1123Label(g.Name); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(p.Child("name"), g.Name, "must be a DNS label (lowercase, digits, '-'): "+msgs[0]))
+		} else if names[g.Name] {
+			errs = append(errs, field.Duplicate(p.Child("name"), g.Name))
+		}
+		names[g.Name] = true
+		errs = append(errs, validateQualifiedName(g.Lease, p.Child("lease"), true)...)
+		for j, sa := range g.ServiceAccounts {
+			errs = append(errs, validateQualifiedName(sa, p.Child("serviceAccounts").Index(j), false)...)
+		}
+		if len(g.Resources) == 0 {
+			errs = append(errs, field.Required(p.Child("resources"), "a guard fences at least one resource"))
+		}
+		for j, r := range g.Resources {
+			rp := p.Child("resources").Index(j)
+			if len(r.Resources) == 0 {
+				errs = append(errs, field.Required(rp.Child("resources"), `name the resources, plural and lowercase, e.g. ["deployments"]`))
+			}
+			for k, name := range r.Resources {
+				if name == "" || name == "*" || strings.ContainsAny(name, "/ ") {
+					errs = append(errs, field.Invalid(rp.Child("resources").Index(k), name,
+						"must be a resource name such as deployments (no wildcards, no subresources)"))
+				}
+			}
+			for k, op := range r.Operations {
+				if !slices.Contains(operations, op) {
+					errs = append(errs, field.NotSupported(rp.Child("operations").Index(k), op, operations))
+				}
+			}
+		}
+		for j, ns := range g.Namespaces {
+			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+				errs = append(errs, field.Invalid(p.Child("namespaces").Index(j), ns, msgs[0]))
+			}
+		}
+		switch g.Enforcement {
+		case EnforcementDeny, EnforcementWarn, EnforcementDryRun:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("enforcement"), g.Enforcement,
+				[]Enforcement{EnforcementDeny, EnforcementWarn, EnforcementDryRun}))
+		}
+	}
+	return errs
+}
+
+// validateQualifiedName checks "<name>" or "<namespace>/<name>"; a lease name is a DNS subdomain, a
+// service account name too.
+func validateQualifiedName(value string, path *field.Path, required bool) field.ErrorList {
+	if value == "" {
+		if required {
+			return field.ErrorList{field.Required(path, `"<name>" in the request's namespace, or "<namespace>/<name>"`)}
+		}
+		return field.ErrorList{field.Invalid(path, value, "must not be empty")}
+	}
+	namespace, name, qualified := strings.Cut(value, "/")
+	if !qualified {
+		namespace, name = "", value
+	}
+	var errs field.ErrorList
+	if qualified {
+		if msgs := validation.IsDNS1123Label(namespace); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path, value, "namespace part: "+msgs[0]))
+		}
+	}
+	if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(path, value, "name part: "+msgs[0]))
+	}
 	return errs
 }
 

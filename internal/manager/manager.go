@@ -5,7 +5,9 @@ package manager
 import (
 	"context"
 	"crypto/tls"
+	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 
@@ -16,6 +18,7 @@ import (
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -27,10 +30,16 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/validate"
 )
 
 // Paths of the admission webhooks this process serves.
-const MutatePodsPath = "/mutate-pods"
+const (
+	MutatePodsPath      = "/mutate-pods"
+	ValidateGuardedPath = "/validate-guarded"
+	ValidateLeasesPath  = "/validate-leases"
+	ValidateConfigPath  = "/validate-config"
+)
 
 // Options are leasegate-webhook's flags.
 type Options struct {
@@ -105,10 +114,40 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace,
 	}})
 
+	clientset, err := kubernetes.NewForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	leases := validate.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
+	if err := mgr.Add(leases); err != nil {
+		return err
+	}
+	fence := &validate.Fence{
+		Leases: leases, Recorder: mgr.GetEventRecorder("leasegate-fence"),
+		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName,
+	}
+	fence.Follow(store)
+	mgr.GetWebhookServer().Register(ValidateGuardedPath, &webhook.Admission{Handler: fence.Guarded()})
+	mgr.GetWebhookServer().Register(ValidateLeasesPath, &webhook.Admission{Handler: fence.LeaseWrites()})
+	mgr.GetWebhookServer().Register(ValidateConfigPath, &webhook.Admission{Handler: fence.ConfigEdits()})
+	if err := (&validate.RulesSyncer{
+		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
+
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return err
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("guarded-leases", func(*http.Request) error {
+		if !leases.Synced() {
+			return errors.New("the guarded leases are not cached yet")
+		}
+		return nil
+	}); err != nil {
 		return err
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "webhookPort", opts.WebhookPort,

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -228,7 +230,7 @@ var _ = Describe("The injector", func() {
 		Expect(*lease.Spec.LeaseDurationSeconds).To(BeEquivalentTo(15), "timing from the leasegate-config defaults")
 	})
 
-	It("applies a ConfigMap edit live and keeps the last good configuration when an edit is invalid", Serial, func(ctx SpecContext) {
+	It("applies a ConfigMap edit live, refuses an invalid edit at admission, and never applies one that gets past", Serial, func(ctx SpecContext) {
 		configMaps := controlPlane.Client.CoreV1().ConfigMaps(leasegateNamespace)
 		cm, err := configMaps.Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"},
@@ -248,9 +250,39 @@ var _ = Describe("The injector", func() {
 		}
 		Eventually(agentImage).WithTimeout(5 * time.Second).Should(Equal("registry.example/leasegate-agent:live"))
 
+		By("an invalid edit is refused at admission, with every error and its field path")
+		cm.Data["config.yaml"] = "election: {renewDeadline: 30s}\nagent: {image: registry.example/leasegate-agent:broken, port: 0.5}\n"
+		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(And(
+			ContainSubstring(`admission webhook "config.leasegate.io" denied the request: leasegate-config is invalid and was not saved`),
+			ContainSubstring(`agent.port`),
+		)))
 		cm.Data["config.yaml"] = "election: {renewDeadline: 30s}\nagent: {image: registry.example/leasegate-agent:broken}\n"
 		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring(
+			`election.renewDeadline: Invalid value: "30s": renew deadline (30s) must be shorter than lease duration (15s)`)))
+
+		By("an invalid edit that gets past admission (the config webhook removed) is not applied either")
+		webhooks := controlPlane.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations()
+		vwc, err := webhooks.Get(ctx, "leasegate", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		saved := vwc.DeepCopy()
+		vwc.Webhooks = slices.DeleteFunc(vwc.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+			return w.Name == "config.leasegate.io"
+		})
+		_, err = webhooks.Update(ctx, vwc, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			current, err := webhooks.Get(ctx, "leasegate", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			current.Webhooks = saved.Webhooks
+			_, err = webhooks.Update(ctx, current, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		})
+		Eventually(func() error {
+			_, err := configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+			return err
+		}).WithTimeout(5 * time.Second).Should(Succeed())
 		Eventually(func() ([]string, error) {
 			events, err := controlPlane.Client.EventsV1().Events(leasegateNamespace).List(ctx, metav1.ListOptions{})
 			var notes []string

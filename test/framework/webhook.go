@@ -92,6 +92,16 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 			return nil, err
 		}
 	}
+	for _, config := range install.ValidatingWebhooks {
+		for i := range config.Webhooks {
+			fixURL(&config.Webhooks[i].ClientConfig)
+		}
+		_, err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			w.Stop()
+			return nil, err
+		}
+	}
 	if err := c.waitInjecting(ctx); err != nil {
 		w.Stop()
 		return nil, fmt.Errorf("%w\n%s", err, w.Logs())

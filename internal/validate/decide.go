@@ -1,0 +1,281 @@
+package validate
+
+import (
+	"strings"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+// Extras that the API server adds to the user info of a pod-bound service account token.
+const (
+	extraPodName = "authentication.kubernetes.io/pod-name"
+	extraPodUID  = "authentication.kubernetes.io/pod-uid"
+	saPrefix     = "system:serviceaccount:"
+)
+
+// Requester is the user info of a request.
+type Requester struct {
+	Username string
+	Groups   []string
+	Extra    map[string]authenticationv1.ExtraValue
+}
+
+// Pod returns the pod a requester's token is bound to: only single-valued pod-name and pod-uid extras
+// count, as the API server sets them for pod-bound tokens.
+func (r *Requester) Pod() (name, uid string, ok bool) {
+	names, uids := r.Extra[extraPodName], r.Extra[extraPodUID]
+	if len(names) != 1 || len(uids) != 1 || names[0] == "" || uids[0] == "" {
+		return "", "", false
+	}
+	return names[0], uids[0], true
+}
+
+// serviceAccount splits "system:serviceaccount:<namespace>:<name>".
+func (r *Requester) serviceAccount() (namespace, name string, ok bool) {
+	rest, ok := strings.CutPrefix(r.Username, saPrefix)
+	if !ok {
+		return "", "", false
+	}
+	return strings.Cut(rest, ":")
+}
+
+func (p *Policy) exempt(r *Requester) bool {
+	if p.exemptUsers[r.Username] || strings.HasPrefix(r.Username, p.ownAccounts) {
+		return true
+	}
+	for _, g := range r.Groups {
+		if p.exemptGroups[g] {
+			return true
+		}
+	}
+	return false
+}
+
+// Outcome is what happens to a write, from the mildest to the most severe.
+type Outcome uint8
+
+const (
+	// Allowed: nothing fences the write, or the requester holds the lease.
+	Allowed Outcome = iota
+	// DryRun: it would be denied; admitted, recorded as an Event.
+	DryRun
+	// Warned: it would be denied; admitted with a warning to the client and an Event.
+	Warned
+	// Denied: refused with 403.
+	Denied
+)
+
+var outcomeNames = [...]string{Allowed: "allowed", DryRun: "dryrun", Warned: "warned", Denied: "denied"}
+
+func (o Outcome) String() string { return outcomeNames[o] }
+
+// Reason says why.
+type Reason uint8
+
+const (
+	NotGuarded Reason = iota
+	Exempt
+	NotGated
+	HoldsLease
+	NoPodIdentity
+	LeaseMissing
+	LeaseReleased
+	LeaseExpired
+	HeldByAnother
+	ForeignHolder
+	TakeUnexpired
+	NotHolder
+	DeleteLease
+)
+
+var reasonText = [...]string{
+	NotGuarded:    "no guard covers this write",
+	Exempt:        "the requester is exempt",
+	NotGated:      "the guards do not gate this requester",
+	HoldsLease:    "the requester holds the lease",
+	NoPodIdentity: "the requester has no pod identity (a token bound to a pod), so it cannot hold a lease",
+	LeaseMissing:  "the lease does not exist, so nobody holds it",
+	LeaseReleased: "the lease is released, so nobody holds it",
+	LeaseExpired:  "the lease has expired, so nobody holds it",
+	HeldByAnother: "another pod holds the lease",
+	ForeignHolder: "a pod may write only its own identity as the holder",
+	TakeUnexpired: "the lease is held by another pod and has not expired",
+	NotHolder:     "only the holder may renew or release the lease",
+	DeleteLease:   "pods may not delete a lease",
+}
+
+func (r Reason) String() string { return reasonText[r] }
+
+var reasonCodes = [...]string{
+	NotGuarded: "not_guarded", Exempt: "exempt", NotGated: "not_gated", HoldsLease: "holds_lease",
+	NoPodIdentity: "no_pod_identity", LeaseMissing: "lease_missing", LeaseReleased: "lease_released",
+	LeaseExpired: "lease_expired", HeldByAnother: "held_by_another", ForeignHolder: "foreign_holder",
+	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
+}
+
+// Code is the reason as a short identifier, for metric labels and audit annotations.
+func (r Reason) Code() string { return reasonCodes[r] }
+
+// Verdict is a decision with what a message, Event and metric need. Its strings point into the policy
+// and the cached lease, so producing it allocates nothing.
+type Verdict struct {
+	Outcome Outcome
+	Reason  Reason
+	// Guard is the deciding guard's name; "" when no guard matched.
+	Guard string
+	// LeaseNamespace and LeaseName identify the lease the decision turned on.
+	LeaseNamespace, LeaseName string
+	// Holder is the lease's holder identity, when it names one.
+	Holder string
+}
+
+// Request is a write the fence decides on.
+type Request struct {
+	Requester *Requester
+	Operation string
+	Group     string
+	Resource  string
+	Namespace string
+}
+
+// LeaseGetter reads guarded leases from a cache.
+type LeaseGetter interface {
+	Get(namespace, name string) (*coordinationv1.Lease, bool)
+}
+
+// Decide says whether the write may pass: it must come from the holder of the lease of every guard that
+// gates it. The most severe verdict among those guards wins.
+func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict {
+	rules := p.rules[groupResource{req.Group, req.Resource}]
+	if len(rules) == 0 {
+		return Verdict{Reason: NotGuarded}
+	}
+	if p.exempt(req.Requester) {
+		return Verdict{Reason: Exempt}
+	}
+	saNamespace, saName, isServiceAccount := req.Requester.serviceAccount()
+	op := opBits[req.Operation]
+	worst := Verdict{Reason: NotGated}
+	for _, r := range rules {
+		g := r.guard
+		if r.ops&op == 0 || (g.namespaces != nil && !g.namespaces[req.Namespace]) || !isServiceAccount || !g.gates(saNamespace, saName) {
+			continue
+		}
+		v := p.decideGuard(g, req, leases, now)
+		if v.Outcome > worst.Outcome || worst.Reason == NotGated {
+			worst = v
+		}
+	}
+	return worst
+}
+
+func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now time.Time) Verdict {
+	v := Verdict{Guard: g.name, LeaseNamespace: g.leaseNamespace, LeaseName: g.leaseName}
+	if v.LeaseNamespace == "" {
+		v.LeaseNamespace = req.Namespace
+	}
+	podName, podUID, ok := req.Requester.Pod()
+	if !ok {
+		v.Reason, v.Outcome = NoPodIdentity, outcomeOf(p.missingIdentity)
+		return v
+	}
+	l, found := leases.Get(v.LeaseNamespace, v.LeaseName)
+	if !found {
+		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
+		return v
+	}
+	j := lease.Judge(&l.Spec, now, p.margin)
+	v.Holder = j.Holder
+	switch {
+	case j.State == lease.Released:
+		v.Reason = LeaseReleased
+	case j.State == lease.Expired:
+		v.Reason = LeaseExpired
+	case holds(j.Holder, podName, podUID, l.Labels[labels.Managed] == "true"):
+		v.Reason = HoldsLease
+		return v
+	default:
+		v.Reason = HeldByAnother
+	}
+	v.Outcome = outcomeOf(g.enforcement)
+	return v
+}
+
+// holds matches a holder identity against a pod. Leases leasegate manages carry agent identities,
+// "<pod name>_<pod UID>", and must match both: a recreated pod of the same name (a StatefulSet replica)
+// is not its predecessor. Other leases carry the identities of controllers that run their own election,
+// "<hostname>_<random UUID>" with the pod name as hostname, and match by pod name.
+func holds(holder, podName, podUID string, agentIdentity bool) bool {
+	name, suffix, ok := strings.Cut(holder, "_")
+	if !ok || name != podName {
+		return false
+	}
+	return !agentIdentity || suffix == podUID
+}
+
+func outcomeOf(e config.Enforcement) Outcome {
+	switch e {
+	case config.EnforcementWarn:
+		return Warned
+	case config.EnforcementDryRun:
+		return DryRun
+	case config.EnforcementAllow:
+		return Allowed
+	}
+	return Denied
+}
+
+// DecideLeaseWrite guards the Leases leasegate manages, so that no follower can hijack or spoof
+// leadership: a pod may write only its own identity as holder, may take a lease only when it is released
+// or expired, may release only a lease it holds, and may not delete one. old is nil on CREATE, updated
+// nil on DELETE. People and exempt requesters pass; service accounts without a pod identity follow
+// missingPodIdentity.
+func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinationv1.Lease, now time.Time) Verdict {
+	if p.exempt(requester) {
+		return Verdict{Reason: Exempt}
+	}
+	if _, _, isServiceAccount := requester.serviceAccount(); !isServiceAccount {
+		return Verdict{Reason: NotGated}
+	}
+	target := updated
+	if target == nil {
+		target = old
+	}
+	v := Verdict{LeaseNamespace: target.Namespace, LeaseName: target.Name}
+	podName, podUID, ok := requester.Pod()
+	if !ok {
+		v.Reason, v.Outcome = NoPodIdentity, outcomeOf(p.missingIdentity)
+		return v
+	}
+	if updated == nil {
+		v.Reason, v.Outcome = DeleteLease, Denied
+		return v
+	}
+	next := ptr.Deref(updated.Spec.HolderIdentity, "")
+	var current lease.Judgement
+	if old != nil {
+		current = lease.Judge(&old.Spec, now, p.margin)
+	}
+	v.Holder = current.Holder
+	ownsCurrent := current.Holder != "" && holds(current.Holder, podName, podUID, true)
+	switch {
+	case next != "" && !holds(next, podName, podUID, true):
+		v.Reason = ForeignHolder
+	case next != "" && current.State == lease.Held && !ownsCurrent:
+		v.Reason = TakeUnexpired
+	case next == "" && current.Holder != "" && !ownsCurrent:
+		v.Reason = NotHolder
+	default:
+		v.Reason = HoldsLease
+		return v
+	}
+	v.Outcome = Denied
+	return v
+}

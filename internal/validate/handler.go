@@ -1,0 +1,215 @@
+package validate
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/leasegate/leasegate/internal/config"
+)
+
+// EventReasonDenied is the reason of the Event recorded for every write a guard fences.
+const EventReasonDenied = "LeaderGateDenied"
+
+// maxWarning is the longest warning the API server passes on unchanged.
+const maxWarning = 120
+
+// Fence serves the fence's admission webhooks from a Policy compiled from the configuration in force
+// and a cache of the guarded leases.
+type Fence struct {
+	Leases       *LeaseCache
+	Recorder     events.EventRecorder
+	OwnNamespace string
+	ConfigName   string
+
+	policy atomic.Pointer[Policy]
+}
+
+// Follow compiles every configuration the store puts in force and makes the lease cache follow its
+// guards. Call it once at setup.
+func (f *Fence) Follow(store *config.Store) {
+	store.OnChange(func(cfg *config.Config) {
+		p := Compile(cfg, f.OwnNamespace)
+		f.Leases.Watch(p.LeaseRefs)
+		f.policy.Store(p)
+	})
+}
+
+func requesterOf(req *admission.Request) *Requester {
+	return &Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups, Extra: req.UserInfo.Extra}
+}
+
+// Guarded decides writes to guarded resources (path /validate-guarded).
+func (f *Fence) Guarded() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		v := f.policy.Load().Decide(&Request{
+			Requester: requesterOf(&req),
+			Operation: string(req.Operation),
+			Group:     req.Resource.Group,
+			Resource:  req.Resource.Resource,
+			Namespace: req.Namespace,
+		}, f.Leases, start)
+		resp := f.respond(&req, v)
+		observe(v, "guarded", start)
+		return resp
+	})
+}
+
+// Leases guards the Leases leasegate manages (path /validate-leases).
+func (f *Fence) LeaseWrites() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		var old, updated *coordinationv1.Lease
+		if req.Operation != admissionv1.Create {
+			old = &coordinationv1.Lease{}
+			if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+				return admission.Errored(http.StatusBadRequest, err)
+			}
+		}
+		if req.Operation != admissionv1.Delete {
+			updated = &coordinationv1.Lease{}
+			if err := json.Unmarshal(req.Object.Raw, updated); err != nil {
+				return admission.Errored(http.StatusBadRequest, err)
+			}
+		}
+		v := f.policy.Load().DecideLeaseWrite(requesterOf(&req), old, updated, start)
+		resp := f.respond(&req, v)
+		observe(v, "lease", start)
+		return resp
+	})
+}
+
+// ConfigEdits refuses an invalid leasegate-config with every error and its field path
+// (path /validate-config).
+func (f *Fence) ConfigEdits() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		if req.Namespace != f.OwnNamespace || req.Name != f.ConfigName {
+			return admission.Allowed("not leasegate's configuration")
+		}
+		cm := &corev1.ConfigMap{}
+		if err := json.Unmarshal(req.Object.Raw, cm); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		if _, err := config.Load([]byte(cm.Data[config.Key])); err != nil {
+			return admission.Denied(fmt.Sprintf("leasegate-config is invalid and was not saved: %v", err))
+		}
+		return admission.Allowed("")
+	})
+}
+
+// respond turns a verdict into the admission response, the audit annotations and, for a fenced write,
+// an Event. Dry-run requests get the same answer but leave no Event behind.
+func (f *Fence) respond(req *admission.Request, v Verdict) admission.Response {
+	var resp admission.Response
+	switch v.Outcome {
+	case Allowed:
+		resp = admission.Allowed(v.Reason.String())
+	case Denied:
+		resp = admission.Denied(message(req, v))
+	default:
+		resp = admission.Allowed("").WithWarnings(warning(v))
+	}
+	resp.AuditAnnotations = map[string]string{"decision": v.Outcome.String(), "reason": v.Reason.Code()}
+	if v.Guard != "" {
+		resp.AuditAnnotations["guard"] = v.Guard
+	}
+	if v.LeaseName != "" {
+		resp.AuditAnnotations["lease"] = v.LeaseNamespace + "/" + v.LeaseName
+		resp.AuditAnnotations["holder"] = v.Holder
+	}
+	if v.Outcome != Allowed && (req.DryRun == nil || !*req.DryRun) {
+		f.recordEvent(req, v)
+	}
+	return resp
+}
+
+// message is what a fenced requester reads: who it is, what it tried, which lease, who holds it, why.
+func message(req *admission.Request, v Verdict) string {
+	holder := v.Holder
+	if holder == "" {
+		holder = "nobody"
+	}
+	guard := ""
+	if v.Guard != "" {
+		guard = fmt.Sprintf(" (guard %q)", v.Guard)
+	}
+	return fmt.Sprintf("leasegate: %s may not %s %s: lease %s/%s is held by %s%s: %s",
+		requesterName(req), verb(req), target(req), v.LeaseNamespace, v.LeaseName, holder, guard, v.Reason)
+}
+
+func warning(v Verdict) string {
+	w := fmt.Sprintf("leasegate %s: not the holder of lease %s/%s (%s)", v.Outcome, v.LeaseNamespace, v.LeaseName, v.Reason)
+	if len(w) > maxWarning {
+		w = w[:maxWarning-3] + "..."
+	}
+	return w
+}
+
+func requesterName(req *admission.Request) string {
+	r := requesterOf(req)
+	if name, _, ok := r.Pod(); ok {
+		return fmt.Sprintf("pod %s/%s (%s)", req.Namespace, name, r.Username)
+	}
+	return r.Username
+}
+
+func verb(req *admission.Request) string {
+	switch req.Operation {
+	case admissionv1.Create:
+		return "create"
+	case admissionv1.Delete:
+		return "delete"
+	case admissionv1.Connect:
+		return "connect to"
+	}
+	return "update"
+}
+
+func target(req *admission.Request) string {
+	resource := req.Resource.Resource
+	if req.Resource.Group != "" {
+		resource += "." + req.Resource.Group
+	}
+	switch {
+	case req.Name == "":
+		return resource + " in namespace " + req.Namespace
+	case req.Namespace == "":
+		return resource + " " + req.Name
+	}
+	return resource + " " + req.Namespace + "/" + req.Name
+}
+
+// recordEvent records LeaderGateDenied on the object written (UPDATE, DELETE) or, for a CREATE, on its
+// namespace. The events library folds repeats of the same Event into one series with a count, so a
+// follower retrying in a hot loop cannot flood etcd.
+func (f *Fence) recordEvent(req *admission.Request, v Verdict) {
+	regarding := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: req.Namespace}
+	if req.Operation != admissionv1.Create && req.Name != "" {
+		regarding = &corev1.ObjectReference{
+			Kind: req.Kind.Kind, APIVersion: apiVersion(req.Kind.Group, req.Kind.Version),
+			Namespace: req.Namespace, Name: req.Name,
+		}
+	}
+	if regarding.Name == "" {
+		return // a cluster-scoped create: nothing to hang the Event on
+	}
+	action := map[Outcome]string{Denied: "Deny", Warned: "Warn", DryRun: "DryRun"}[v.Outcome]
+	f.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+}
+
+func apiVersion(group, version string) string {
+	if group == "" {
+		return version
+	}
+	return group + "/" + version
+}

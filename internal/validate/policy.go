@@ -1,0 +1,124 @@
+// Package validate is the fence: a pure decision of whether a write may pass (Policy.Decide for guarded
+// resources, DecideLeaseWrite for the Leases themselves), the admission handlers around it, the cache of
+// guarded Leases, and the upkeep of the ValidatingWebhookConfiguration's rules.
+package validate
+
+import (
+	"strings"
+	"time"
+
+	"github.com/leasegate/leasegate/internal/config"
+)
+
+// Operation bits, so a guard's operations are one mask test.
+type opMask uint8
+
+var opBits = map[string]opMask{"CREATE": 1, "UPDATE": 2, "DELETE": 4, "CONNECT": 8}
+
+type groupResource struct{ group, resource string }
+
+// namespacedName is a map key that needs no string concatenation, so lookups do not allocate.
+type namespacedName struct{ namespace, name string }
+
+// guard is a config.Guard compiled for matching.
+type guard struct {
+	name string
+	// leaseNamespace is "" when the lease lives in the namespace of the request.
+	leaseNamespace, leaseName string
+	// serviceAccounts gated; all service accounts when both are empty.
+	accountsAnywhere map[string]bool
+	accounts         map[namespacedName]bool
+	namespaces       map[string]bool // nil: every namespace
+	enforcement      config.Enforcement
+}
+
+type rule struct {
+	guard *guard
+	ops   opMask
+}
+
+// Policy is a configuration compiled for deciding: one map lookup finds the guards of a resource, and
+// deciding allocates nothing when the write passes.
+type Policy struct {
+	rules           map[groupResource][]rule
+	exemptUsers     map[string]bool
+	exemptGroups    map[string]bool
+	missingIdentity config.Enforcement
+	margin          time.Duration
+	// ownAccounts is "system:serviceaccount:<leasegate's namespace>:": leasegate provisions and removes
+	// Leases itself and is never fenced.
+	ownAccounts string
+	// LeaseRefs are the leases the guards name, for the lease cache.
+	LeaseRefs []LeaseRef
+}
+
+// LeaseRef names a guarded lease; Namespace "" means "in the namespace of each request".
+type LeaseRef struct{ Namespace, Name string }
+
+// Compile turns a defaulted, validated configuration into a Policy for leasegate running in
+// ownNamespace.
+func Compile(cfg *config.Config, ownNamespace string) *Policy {
+	p := &Policy{
+		ownAccounts:     saPrefix + ownNamespace + ":",
+		rules:           map[groupResource][]rule{},
+		exemptUsers:     set(cfg.Exempt.Users),
+		exemptGroups:    set(cfg.Exempt.Groups),
+		missingIdentity: cfg.MissingPodIdentity,
+		margin:          cfg.Election.ClockSkewMargin.Duration,
+	}
+	refs := map[LeaseRef]bool{}
+	for i := range cfg.Guards {
+		g := &cfg.Guards[i]
+		cg := &guard{name: g.Name, enforcement: g.Enforcement, accountsAnywhere: map[string]bool{}, accounts: map[namespacedName]bool{}}
+		cg.leaseNamespace, cg.leaseName = splitQualified(g.Lease)
+		for _, sa := range g.ServiceAccounts {
+			if ns, name := splitQualified(sa); ns == "" {
+				cg.accountsAnywhere[name] = true
+			} else {
+				cg.accounts[namespacedName{ns, name}] = true
+			}
+		}
+		if len(g.Namespaces) > 0 {
+			cg.namespaces = set(g.Namespaces)
+		}
+		for _, r := range g.Resources {
+			var ops opMask
+			for _, op := range r.Operations {
+				ops |= opBits[op]
+			}
+			for _, resource := range r.Resources {
+				key := groupResource{r.Group, resource}
+				p.rules[key] = append(p.rules[key], rule{guard: cg, ops: ops})
+			}
+		}
+		ref := LeaseRef{cg.leaseNamespace, cg.leaseName}
+		if !refs[ref] {
+			refs[ref] = true
+			p.LeaseRefs = append(p.LeaseRefs, ref)
+		}
+	}
+	return p
+}
+
+// gates reports whether the guard applies to requests from this service account.
+func (g *guard) gates(saNamespace, saName string) bool {
+	if len(g.accountsAnywhere) == 0 && len(g.accounts) == 0 {
+		return true
+	}
+	return g.accountsAnywhere[saName] || g.accounts[namespacedName{saNamespace, saName}]
+}
+
+func splitQualified(s string) (namespace, name string) {
+	if ns, name, ok := strings.Cut(s, "/"); ok {
+		return ns, name
+	}
+	return "", s
+}
+
+func set(items []string) map[string]bool {
+	m := make(map[string]bool, len(items))
+	for _, item := range items {
+		m[item] = true
+	}
+	return m
+}
