@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -89,7 +90,7 @@ func Rules(cfg *config.Config) []*admissionregistrationv1ac.RuleWithOperationsAp
 	for k := range resources {
 		keys = append(keys, k)
 	}
-	slices.SortFunc(keys, func(a, b key) int { return strings.Compare(a.group+"|"+a.ops, b.group+"|"+b.ops) })
+	slices.SortFunc(keys, func(a, b key) int { return cmp.Or(strings.Compare(a.group, b.group), strings.Compare(a.ops, b.ops)) })
 	rules := make([]*admissionregistrationv1ac.RuleWithOperationsApplyConfiguration, 0, len(keys))
 	for _, k := range keys {
 		res := resources[k]
@@ -120,11 +121,11 @@ func MatchConditions(cfg *config.Config, ownNamespace string) []*admissionregist
 	}
 	if len(cfg.Exempt.Users) > 0 {
 		conditions = append(conditions, admissionregistrationv1ac.MatchCondition().WithName("not-exempt-users").
-			WithExpression(`!(request.userInfo.username in ` + celList(cfg.Exempt.Users) + `)`))
+			WithExpression(`!(request.userInfo.username in `+celList(cfg.Exempt.Users)+`)`))
 	}
 	if len(cfg.Exempt.Groups) > 0 {
 		conditions = append(conditions, admissionregistrationv1ac.MatchCondition().WithName("not-exempt-groups").
-			WithExpression(`!request.userInfo.groups.exists(g, g in ` + celList(cfg.Exempt.Groups) + `)`))
+			WithExpression(`!request.userInfo.groups.exists(g, g in `+celList(cfg.Exempt.Groups)+`)`))
 	}
 	return conditions
 }

@@ -1,0 +1,220 @@
+package validate
+
+import (
+	"testing"
+	"time"
+
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
+
+const testConfig = `
+guards:
+- name: orders
+  lease: orders
+  serviceAccounts: [orders]
+  resources:
+  - {group: apps, resources: [deployments]}
+  - {group: "", resources: [configmaps], operations: [UPDATE]}
+- name: billing-dryrun
+  lease: ops/billing
+  resources: [{group: "", resources: [secrets]}]
+  namespaces: [shop]
+  enforcement: dryrun
+- name: reports-warn
+  lease: reports
+  resources: [{group: batch, resources: [jobs]}]
+  enforcement: warn
+- name: controller
+  lease: ops/cr-controller
+  resources: [{group: "", resources: [services]}]
+exempt: {users: [ci-bot], groups: [system:masters]}
+`
+
+func testPolicy(t testing.TB, extra string) *Policy {
+	cfg, err := config.Load([]byte(testConfig + extra))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return Compile(cfg, "leasegate-system")
+}
+
+// leaseMap is a fixed set of leases, standing in for the cache.
+type leaseMap map[namespacedName]*coordinationv1.Lease
+
+func (m leaseMap) Get(namespace, name string) (*coordinationv1.Lease, bool) {
+	l, ok := m[namespacedName{namespace, name}]
+	return l, ok
+}
+
+func heldLease(namespace, name, holder string, renewedAgo time.Duration, managed bool) *coordinationv1.Lease {
+	l := &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name},
+		Spec: coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(holder),
+			LeaseDurationSeconds: ptr.To[int32](15),
+			RenewTime:            &metav1.MicroTime{Time: now.Add(-renewedAgo)},
+		},
+	}
+	if managed {
+		l.Labels = map[string]string{labels.Managed: "true"}
+	}
+	return l
+}
+
+func pod(namespace, sa, name, uid string) *Requester {
+	return &Requester{
+		Username: "system:serviceaccount:" + namespace + ":" + sa,
+		Groups:   []string{"system:serviceaccounts", "system:authenticated"},
+		Extra: map[string]authenticationv1.ExtraValue{
+			extraPodName: {name}, extraPodUID: {uid},
+		},
+	}
+}
+
+var leases = leaseMap{
+	{"shop", "orders"}:       heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true),
+	{"shop", "reports"}:      heldLease("shop", "reports", "reports-a_uid-r", 30*time.Second, true),
+	{"ops", "billing"}:       heldLease("ops", "billing", "", 0, true),
+	{"ops", "cr-controller"}: heldLease("ops", "cr-controller", "ctrl-0_7d1c2a3e-random-uuid", time.Second, false),
+}
+
+func TestDecide(t *testing.T) {
+	p := testPolicy(t, "")
+	legacy := &Requester{Username: "system:serviceaccount:shop:orders", Groups: []string{"system:serviceaccounts"}}
+	multiValued := pod("shop", "orders", "orders-a", "uid-a")
+	multiValued.Extra[extraPodName] = authenticationv1.ExtraValue{"orders-a", "orders-b"}
+	tests := []struct {
+		name       string
+		requester  *Requester
+		op         string
+		group, res string
+		namespace  string
+		want       Verdict
+	}{
+		{"the holder's write passes", pod("shop", "orders", "orders-a", "uid-a"), "UPDATE", "apps", "deployments", "shop",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
+		{"a follower's write is denied, naming the holder", pod("shop", "orders", "orders-b", "uid-b"), "UPDATE", "apps", "deployments", "shop",
+			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
+		{"a recreated pod with the holder's name but a new UID does not hold an agent lease", pod("shop", "orders", "orders-a", "uid-new"), "DELETE", "apps", "deployments", "shop",
+			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
+		{"a service account the guard does not gate passes", pod("shop", "billing", "billing-a", "uid-x"), "UPDATE", "apps", "deployments", "shop",
+			Verdict{Reason: NotGated}},
+		{"an operation the guard does not cover passes", pod("shop", "orders", "orders-b", "uid-b"), "CREATE", "", "configmaps", "shop",
+			Verdict{Reason: NotGated}},
+		{"a resource no guard covers passes", pod("shop", "orders", "orders-b", "uid-b"), "UPDATE", "", "pods", "shop",
+			Verdict{Reason: NotGuarded}},
+		{"a person is never gated", &Requester{Username: "jane@example.com"}, "UPDATE", "apps", "deployments", "shop",
+			Verdict{Reason: NotGated}},
+		{"an exempt group passes", &Requester{Username: "system:serviceaccount:shop:orders", Groups: []string{"system:masters"}}, "UPDATE", "apps", "deployments", "shop",
+			Verdict{Reason: Exempt}},
+		{"an exempt user passes", &Requester{Username: "ci-bot"}, "UPDATE", "apps", "deployments", "shop",
+			Verdict{Reason: Exempt}},
+		{"leasegate's own service accounts pass", pod("leasegate-system", "leasegate", "leasegate-x", "u"), "UPDATE", "apps", "deployments", "shop",
+			Verdict{Reason: Exempt}},
+		{"a legacy token without pod identity follows missingPodIdentity (deny)", legacy, "UPDATE", "apps", "deployments", "shop",
+			Verdict{Outcome: Denied, Reason: NoPodIdentity, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders"}},
+		{"multi-valued pod extras are no pod identity", multiValued, "UPDATE", "apps", "deployments", "shop",
+			Verdict{Outcome: Denied, Reason: NoPodIdentity, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders"}},
+		{"a lease that does not exist is held by nobody", pod("other", "orders", "orders-a", "uid-a"), "UPDATE", "apps", "deployments", "other",
+			Verdict{Outcome: Denied, Reason: LeaseMissing, Guard: "orders", LeaseNamespace: "other", LeaseName: "orders"}},
+		{"a released lease is held by nobody, dry-run guard admits and reports", pod("shop", "any", "x", "uid-x"), "CREATE", "", "secrets", "shop",
+			Verdict{Outcome: DryRun, Reason: LeaseReleased, Guard: "billing-dryrun", LeaseNamespace: "ops", LeaseName: "billing"}},
+		{"a guard limited to other namespaces passes", pod("web", "any", "x", "uid-x"), "CREATE", "", "secrets", "web",
+			Verdict{Reason: NotGated}},
+		{"an expired lease is held by nobody, even by its last holder; warn guard admits with a warning", pod("shop", "reports", "reports-a", "uid-r"), "CREATE", "batch", "jobs", "shop",
+			Verdict{Outcome: Warned, Reason: LeaseExpired, Guard: "reports-warn", LeaseNamespace: "shop", LeaseName: "reports", Holder: "reports-a_uid-r"}},
+		{"a controller's own election (hostname_uuid) holds by pod name", pod("ops", "ctrl", "ctrl-0", "pod-uid-0"), "UPDATE", "", "services", "ops",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "controller", LeaseNamespace: "ops", LeaseName: "cr-controller", Holder: "ctrl-0_7d1c2a3e-random-uuid"}},
+		{"the other controller replica is fenced", pod("ops", "ctrl", "ctrl-1", "pod-uid-1"), "UPDATE", "", "services", "ops",
+			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "controller", LeaseNamespace: "ops", LeaseName: "cr-controller", Holder: "ctrl-0_7d1c2a3e-random-uuid"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.Decide(&Request{Requester: tt.requester, Operation: tt.op, Group: tt.group, Resource: tt.res, Namespace: tt.namespace}, leases, now)
+			if got != tt.want {
+				t.Errorf("Decide() =\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestDecideMissingPodIdentityModes(t *testing.T) {
+	legacy := &Requester{Username: "system:serviceaccount:shop:orders"}
+	req := &Request{Requester: legacy, Operation: "UPDATE", Group: "apps", Resource: "deployments", Namespace: "shop"}
+	for mode, want := range map[string]Outcome{"deny": Denied, "warn": Warned, "allow": Allowed} {
+		if got := testPolicy(t, "missingPodIdentity: "+mode+"\n").Decide(req, leases, now).Outcome; got != want {
+			t.Errorf("missingPodIdentity %s: outcome %s, want %s", mode, got, want)
+		}
+	}
+}
+
+func TestDecideLeaseWrite(t *testing.T) {
+	p := testPolicy(t, "")
+	a, b := pod("shop", "orders", "orders-a", "uid-a"), pod("shop", "orders", "orders-b", "uid-b")
+	held := heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)
+	expired := heldLease("shop", "orders", "orders-a_uid-a", 20*time.Second, true)
+	released := heldLease("shop", "orders", "", 0, true)
+	writing := func(holder string) *coordinationv1.Lease {
+		return heldLease("shop", "orders", holder, 0, true)
+	}
+	tests := []struct {
+		name      string
+		requester *Requester
+		old, new  *coordinationv1.Lease
+		want      Reason
+		outcome   Outcome
+	}{
+		{"the holder renews", a, held, writing("orders-a_uid-a"), HoldsLease, Allowed},
+		{"the holder releases", a, held, writing(""), HoldsLease, Allowed},
+		{"a follower takes a released lease", b, released, writing("orders-b_uid-b"), HoldsLease, Allowed},
+		{"a follower takes an expired lease", b, expired, writing("orders-b_uid-b"), HoldsLease, Allowed},
+		{"a follower may not take an unexpired lease", b, held, writing("orders-b_uid-b"), TakeUnexpired, Denied},
+		{"a follower may not write another pod's identity", b, released, writing("orders-c_uid-c"), ForeignHolder, Denied},
+		{"a follower may not spoof the holder's identity", b, held, writing("orders-a_uid-a"), ForeignHolder, Denied},
+		{"a pod with a recycled name may not pass as the holder", pod("shop", "orders", "orders-a", "uid-new"), held, writing("orders-a_uid-a"), ForeignHolder, Denied},
+		{"a follower may not release the holder's lease", b, held, writing(""), NotHolder, Denied},
+		{"a follower may not release even an expired lease", b, expired, writing(""), NotHolder, Denied},
+		{"a pod may not delete a lease", a, held, nil, DeleteLease, Denied},
+		{"a pod may create a lease for itself", a, nil, writing("orders-a_uid-a"), HoldsLease, Allowed},
+		{"an exempt requester may do anything", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, nil, Exempt, Allowed},
+		{"a person is not gated", &Requester{Username: "jane@example.com"}, held, writing("jane"), NotGated, Allowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.DecideLeaseWrite(tt.requester, tt.old, tt.new, now)
+			if got.Reason != tt.want || got.Outcome != tt.outcome {
+				t.Errorf("DecideLeaseWrite() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
+			}
+		})
+	}
+}
+
+func BenchmarkDecideAllow(b *testing.B) {
+	p := testPolicy(b, "")
+	req := &Request{Requester: pod("shop", "orders", "orders-a", "uid-a"), Operation: "UPDATE", Group: "apps", Resource: "deployments", Namespace: "shop"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := p.Decide(req, leases, now); v.Reason != HoldsLease {
+			b.Fatal(v)
+		}
+	}
+}
+
+func BenchmarkDecideDeny(b *testing.B) {
+	p := testPolicy(b, "")
+	req := &Request{Requester: pod("shop", "orders", "orders-b", "uid-b"), Operation: "UPDATE", Group: "apps", Resource: "deployments", Namespace: "shop"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := p.Decide(req, leases, now); v.Outcome != Denied {
+			b.Fatal(v)
+		}
+	}
+}
