@@ -193,7 +193,9 @@ func target(req *admission.Request) string {
 // namespace. The events library folds repeats of the same Event into one series with a count, so a
 // follower retrying in a hot loop cannot flood etcd.
 func (f *Fence) recordEvent(req *admission.Request, v Verdict) {
-	regarding := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: req.Namespace}
+	// The Namespace field is set even for the namespace itself, so the Event lands in that namespace,
+	// where `kubectl get events -n <namespace>` shows it, and not in "default".
+	regarding := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: req.Namespace, Namespace: req.Namespace}
 	if req.Operation != admissionv1.Create && req.Name != "" {
 		regarding = &corev1.ObjectReference{
 			Kind: req.Kind.Kind, APIVersion: apiVersion(req.Kind.Group, req.Kind.Version),

@@ -1,8 +1,6 @@
 package framework
 
 import (
-	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,8 +11,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,13 +50,9 @@ type AgentOptions struct {
 
 // Agent is a running leasegate-agent process.
 type Agent struct {
-	Pod  *Pod
-	URL  string // http://127.0.0.1:<port>
-	cmd  *exec.Cmd
-	logs *syncBuffer
-
-	exited   chan struct{}
-	exitCode int
+	*Process
+	Pod *Pod
+	URL string // http://127.0.0.1:<port>
 }
 
 // StartAgent runs the agent binary as pod would run it: its environment is what the webhook injects and
@@ -127,19 +119,13 @@ func StartInjectedAgent(binary string, pod *corev1.Pod, identity *Pod) (*Agent, 
 }
 
 func startAgentProcess(binary string, pod *Pod, env []string, port int) (*Agent, error) {
-	a := &Agent{Pod: pod, URL: fmt.Sprintf("http://127.0.0.1:%d", port), logs: &syncBuffer{}, exited: make(chan struct{})}
-	a.cmd = exec.Command(binary)
-	a.cmd.Env = env
-	a.cmd.Stdout, a.cmd.Stderr = a.logs, a.logs
-	if err := a.cmd.Start(); err != nil {
+	cmd := exec.Command(binary)
+	cmd.Env = env
+	p, err := StartProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	go func() {
-		_ = a.cmd.Wait()
-		a.exitCode = a.cmd.ProcessState.ExitCode()
-		close(a.exited)
-	}()
-	return a, nil
+	return &Agent{Process: p, Pod: pod, URL: fmt.Sprintf("http://127.0.0.1:%d", port)}, nil
 }
 
 // Leader is the agent's /leader answer.
@@ -187,39 +173,6 @@ func (a *Agent) Metric(name string) (float64, error) {
 	return 0, fmt.Errorf("no series %s in /metrics", name)
 }
 
-// Signal sends sig to the agent process.
-func (a *Agent) Signal(sig syscall.Signal) error { return a.cmd.Process.Signal(sig) }
-
-// Pid is the agent's process id.
-func (a *Agent) Pid() int { return a.cmd.Process.Pid }
-
-// Exited is closed when the process has exited.
-func (a *Agent) Exited() <-chan struct{} { return a.exited }
-
-// ExitCode is the exit status, valid once Exited is closed; -1 when killed by a signal.
-func (a *Agent) ExitCode() int { return a.exitCode }
-
-// Logs is everything the agent wrote to stdout and stderr so far.
-func (a *Agent) Logs() string { return a.logs.String() }
-
-// Stop kills the agent if it still runs and waits for it.
-func (a *Agent) Stop() {
-	_ = a.cmd.Process.Signal(syscall.SIGKILL)
-	<-a.exited
-}
-
-// WaitExit waits up to timeout for the process to exit and reports whether it did.
-func (a *Agent) WaitExit(ctx context.Context, timeout time.Duration) bool {
-	select {
-	case <-a.exited:
-		return true
-	case <-time.After(timeout):
-		return false
-	case <-ctx.Done():
-		return false
-	}
-}
-
 // RSSBytes is the agent's resident set size from /proc.
 func (a *Agent) RSSBytes() (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.Pid()))
@@ -242,21 +195,4 @@ func freePort() (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

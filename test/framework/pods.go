@@ -28,7 +28,8 @@ type Pod struct {
 	Kubeconfig string
 }
 
-// CreateNamespace creates a namespace with the service account and the Lease RBAC an agent needs.
+// CreateNamespace creates a namespace with the service account, the Lease RBAC an agent needs, and
+// rights to write ConfigMaps, the workload's own writes.
 func (c *ControlPlane) CreateNamespace(ctx context.Context, name string) error {
 	if _, err := c.Client.CoreV1().Namespaces().Create(ctx,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{}); err != nil {
@@ -44,6 +45,11 @@ func (c *ControlPlane) CreateNamespace(ctx context.Context, name string) error {
 			APIGroups: []string{"coordination.k8s.io"},
 			Resources: []string{"leases"},
 			Verbs:     []string{"get", "list", "watch", "create", "update"},
+		}, {
+			// What the workload does: the fence specs guard these writes.
+			APIGroups: []string{""},
+			Resources: []string{"configmaps"},
+			Verbs:     []string{"get", "create", "update", "delete"},
 		}},
 	}, metav1.CreateOptions{}); err != nil {
 		return err
@@ -80,23 +86,32 @@ func (c *ControlPlane) PodIdentity(ctx context.Context, pod *corev1.Pod, dir, se
 	if sa == "" {
 		sa = "default"
 	}
-	token, err := c.Client.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{
-			ExpirationSeconds: ptr.To[int64](3600),
-			BoundObjectRef:    &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID},
-		},
+	path := filepath.Join(dir, pod.Namespace+"-"+pod.Name+".kubeconfig")
+	bound := &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}
+	if err := c.tokenKubeconfig(ctx, pod.Namespace, sa, bound, path, server); err != nil {
+		return nil, fmt.Errorf("requesting a token bound to pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return &Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Kubeconfig: path}, nil
+}
+
+// UnboundToken writes a kubeconfig under dir for a service account token bound to no pod, as a legacy
+// token or one made with `kubectl create token` is: it carries no pod identity.
+func (c *ControlPlane) UnboundToken(ctx context.Context, namespace, serviceAccount, dir string) (string, error) {
+	path := filepath.Join(dir, namespace+"-"+serviceAccount+"-unbound.kubeconfig")
+	return path, c.tokenKubeconfig(ctx, namespace, serviceAccount, nil, path, "")
+}
+
+func (c *ControlPlane) tokenKubeconfig(ctx context.Context, namespace, sa string, bound *authenticationv1.BoundObjectReference, path, server string) error {
+	token, err := c.Client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600), BoundObjectRef: bound},
 	}, metav1.CreateOptions{})
 	if err != nil {
-		return nil, fmt.Errorf("requesting a token bound to pod %s/%s: %w", pod.Namespace, pod.Name, err)
+		return err
 	}
 	if server == "" {
 		server = c.Config.Host
 	}
-	path := filepath.Join(dir, pod.Namespace+"-"+pod.Name+".kubeconfig")
-	if err := writeKubeconfig(path, server, c.Config, &clientcmdapi.AuthInfo{Token: token.Status.Token}); err != nil {
-		return nil, err
-	}
-	return &Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID), Kubeconfig: path}, nil
+	return writeKubeconfig(path, server, c.Config, &clientcmdapi.AuthInfo{Token: token.Status.Token})
 }
 
 // AdminKubeconfig writes a kubeconfig with the control plane's admin (system:masters) credentials.

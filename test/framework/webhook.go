@@ -9,7 +9,6 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -24,11 +23,9 @@ import (
 // generates a CA and a serving certificate, the process serves it from --cert-dir, and the webhook
 // configurations from config/webhook carry the CA bundle and point at the process.
 type Webhook struct {
+	*Process
 	Namespace  string
 	MetricsURL string
-	cmd        *exec.Cmd
-	logs       *syncBuffer
-	exited     chan struct{}
 }
 
 // WebhookManifests is the webhook configuration users install, which the tests install too.
@@ -58,13 +55,7 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 	if err != nil {
 		return nil, err
 	}
-	w := &Webhook{
-		Namespace:  namespace,
-		MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
-		logs:       &syncBuffer{},
-		exited:     make(chan struct{}),
-	}
-	w.cmd = exec.Command(binary,
+	cmd := exec.Command(binary,
 		"--kubeconfig", kubeconfig,
 		"--namespace", namespace,
 		"--cert-dir", install.LocalServingCertDir,
@@ -72,11 +63,11 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 	)
-	w.cmd.Stdout, w.cmd.Stderr = w.logs, w.logs
-	if err := w.cmd.Start(); err != nil {
+	process, err := StartProcess(cmd)
+	if err != nil {
 		return nil, err
 	}
-	go func() { _ = w.cmd.Wait(); close(w.exited) }()
+	w := &Webhook{Process: process, Namespace: namespace, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
 
 	if err := w.waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)); err != nil {
 		w.Stop()
@@ -175,16 +166,5 @@ func (c *ControlPlane) ensureNamespace(ctx context.Context, name string, labels 
 	return err
 }
 
-// Logs is everything the process wrote.
-func (w *Webhook) Logs() string { return w.logs.String() }
-
-// Stop terminates the process gracefully and waits for it.
-func (w *Webhook) Stop() {
-	_ = w.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-w.exited:
-	case <-time.After(10 * time.Second):
-		_ = w.cmd.Process.Kill()
-		<-w.exited
-	}
-}
+// Stop terminates the webhook gracefully, so it releases its leader election, and waits for it.
+func (w *Webhook) Stop() { w.Terminate(10 * time.Second) }

@@ -1,0 +1,85 @@
+// Command crcontroller is a controller-runtime manager with its own leader election and no leasegate
+// agent: the kind of controller the fence protects without any change to it. Run with the pod's name as
+// hostname (the e2e suite gives it a UTS namespace), its identity is "<pod name>_<random UUID>".
+//
+// Every replica writes a ConfigMap of its own every 200 ms whether it leads or not, as a replica that
+// wrongly believes it leads would; the leader also writes through a leader-elected runnable. Each write's
+// outcome is printed as "<writer> <configmap> allowed" or "<writer> <configmap> denied: <message>".
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+)
+
+func main() {
+	namespace := flag.String("namespace", "", "namespace of the lease and the ConfigMaps")
+	leaseName := flag.String("lease", "cr-controller", "leader election lease")
+	flag.Parse()
+	hostname, _ := os.Hostname()
+
+	config := ctrl.GetConfigOrDie()
+	leaseDuration, renewDeadline, retryPeriod := 3*time.Second, 2*time.Second, 500*time.Millisecond
+	mgr, err := ctrl.NewManager(config, ctrl.Options{
+		LeaderElection:                true,
+		LeaderElectionID:              *leaseName,
+		LeaderElectionNamespace:       *namespace,
+		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &leaseDuration,
+		RenewDeadline:                 &renewDeadline,
+		RetryPeriod:                   &retryPeriod,
+		Metrics:                       metricsserver.Options{BindAddress: "0"},
+	})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	client := kubernetes.NewForConfigOrDie(config)
+	every := func(ctx context.Context, writer, name string) {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			if err := write(ctx, client, *namespace, name); err != nil {
+				fmt.Printf("%s %s denied: %v\n", writer, name, err)
+			} else {
+				fmt.Printf("%s %s allowed\n", writer, name)
+			}
+		}
+	}
+	_ = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		every(ctx, "leader", "cr-leader-output")
+		return nil
+	}))
+	ctx := ctrl.SetupSignalHandler()
+	go every(ctx, "any", "cr-any-"+hostname)
+	if err := mgr.Start(ctx); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+}
+
+func write(ctx context.Context, c kubernetes.Interface, namespace, name string) error {
+	cm := &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Data:       map[string]string{"at": time.Now().Format(time.RFC3339Nano)},
+	}
+	_, err := c.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	return err
+}

@@ -1,0 +1,389 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+// guardConfig fences ConfigMap writes by service account "worker" in namespace ns with the "worker" lease.
+func guardConfig(ns, enforcement, missingPodIdentity string) string {
+	return fmt.Sprintf(`election: {clockSkewMargin: 0s}
+missingPodIdentity: %s
+guards:
+- name: worker
+  lease: worker
+  serviceAccounts: [worker]
+  resources: [{group: "", resources: [configmaps]}]
+  namespaces: [%s]
+  enforcement: %s
+`, missingPodIdentity, ns, enforcement)
+}
+
+// setConfig puts config.yaml in force and waits until the guarded webhook's rules cover ConfigMaps.
+func setConfig(ctx context.Context, yaml string) {
+	configMaps := controlPlane.Client.CoreV1().ConfigMaps(leasegateNamespace)
+	cm, err := configMaps.Get(ctx, "leasegate-config", metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = configMaps.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"}, Data: map[string]string{"config.yaml": yaml},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(configMaps.Delete(ctx, "leasegate-config", metav1.DeleteOptions{})).To(Succeed())
+		})
+	} else {
+		Expect(err).NotTo(HaveOccurred())
+		cm.Data = map[string]string{"config.yaml": yaml}
+		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Eventually(func(g Gomega) {
+		vwc, err := controlPlane.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(vwc.Webhooks[0].Rules).To(ContainElement(HaveField("Resources", ContainElement("configmaps"))))
+	}).WithTimeout(5 * time.Second).Should(Succeed())
+}
+
+// warnings collects the warnings the API server returns to a client.
+type warnings struct {
+	mu   sync.Mutex
+	list []string
+}
+
+func (w *warnings) HandleWarningHeader(_ int, _ string, text string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.list = append(w.list, text)
+}
+
+func (w *warnings) all() []string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]string(nil), w.list...)
+}
+
+// clientFor authenticates with a kubeconfig, collecting warnings.
+func clientFor(kubeconfig string) (kubernetes.Interface, *warnings) {
+	config, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
+	Expect(err).NotTo(HaveOccurred())
+	w := &warnings{}
+	config.WarningHandler = w
+	config.QPS, config.Burst = 1000, 1000
+	return kubernetes.NewForConfigOrDie(config), w
+}
+
+// writeConfigMap creates or updates a ConfigMap, the workload's guarded write.
+func writeConfigMap(ctx context.Context, c kubernetes.Interface, namespace, name, writer string) error {
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"writer": writer}}
+	_, err := c.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
+	if apierrors.IsNotFound(err) {
+		_, err = c.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
+	}
+	return err
+}
+
+// deniedEvents lists the LeaderGateDenied Events in namespace.
+func deniedEvents(ctx context.Context, namespace string) []string {
+	events, err := controlPlane.Client.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	var notes []string
+	for _, e := range events.Items {
+		if e.Reason == "LeaderGateDenied" {
+			notes = append(notes, e.Regarding.Kind+"/"+e.Regarding.Name+" "+e.Action+": "+e.Note)
+		}
+	}
+	return notes
+}
+
+var _ = Describe("The fence", Serial, func() {
+	It("admits the leader's writes and denies a follower's with a 403 naming requester, lease and holder, and an Event", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		setConfig(ctx, guardConfig(ns, "deny", "deny"))
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+		follower := others(agents, leader)[0]
+
+		leaderClient, _ := clientFor(leader.Pod.Kubeconfig)
+		Eventually(func() error { return writeConfigMap(ctx, leaderClient, ns, "state", leader.Pod.Name) }).Should(Succeed())
+		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
+		err := writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name)
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		Expect(err.Error()).To(Equal(fmt.Sprintf(`admission webhook "guarded.leasegate.io" denied the request: `+
+			`leasegate: pod %s/%s (system:serviceaccount:%s:worker) may not update configmaps %s/state: `+
+			`lease %s/worker is held by %s (guard "worker"): another pod holds the lease`,
+			ns, follower.Pod.Name, ns, ns, ns, leader.Pod.Identity())))
+
+		Eventually(func() []string { return deniedEvents(ctx, ns) }).WithTimeout(5 * time.Second).Should(ContainElement(And(
+			HavePrefix("ConfigMap/state Deny: "), ContainSubstring(follower.Pod.Name), ContainSubstring(leader.Pod.Identity()))))
+		Eventually(func() (string, error) {
+			resp, err := http.Get(webhook.MetricsURL)
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return string(body), err
+		}).Should(ContainSubstring(`leasegate_fence_decisions_total{guard="worker",outcome="denied",reason="held_by_another",webhook="guarded"}`))
+	})
+
+	It("denies a frozen leader's writes once another pod took over, and the resumed agent steps down", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		setConfig(ctx, guardConfig(ns, "deny", "deny"))
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		stale := soleLeader(agents)
+		staleClient, _ := clientFor(stale.Pod.Kubeconfig)
+		Eventually(func() error { return writeConfigMap(ctx, staleClient, ns, "state", stale.Pod.Name) }).Should(Succeed())
+
+		Expect(stale.Signal(syscall.SIGSTOP)).To(Succeed())
+		next, _ := timeUntilOneLeads(others(agents, stale), time.Now(), 10*time.Second)
+		err := writeConfigMap(ctx, staleClient, ns, "state", stale.Pod.Name)
+		Expect(err).To(MatchError(ContainSubstring("lease %s/worker is held by %s", ns, next.Pod.Identity())))
+
+		Expect(stale.Signal(syscall.SIGCONT)).To(Succeed())
+		Consistently(stale.IsLeader).WithTimeout(time.Second).WithPolling(5 * time.Millisecond).Should(BeFalse())
+		Eventually(func() (string, error) {
+			s, err := stale.Leader()
+			return s.Holder, err
+		}).Should(Equal(next.Pod.Identity()))
+	})
+
+	It("fences a controller-runtime manager that runs its own election, with no agent", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		setConfig(ctx, strings.Replace(guardConfig(ns, "deny", "deny"), "lease: worker", "lease: cr-controller", 1))
+		dir := GinkgoT().TempDir()
+		binary := filepath.Join(dir, "crcontroller")
+		build := exec.Command("go", "build", "-o", binary, "./test/crcontroller")
+		build.Dir = framework.RepoRoot()
+		out, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+
+		var replicas []*framework.Process
+		for i := range 2 {
+			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("ctrl-%d", i), dir, "")
+			Expect(err).NotTo(HaveOccurred())
+			// A pod's hostname is its name: give the process a UTS namespace that says so.
+			cmd := exec.Command("unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$1" --namespace "$2"`, pod.Name, binary, ns)
+			cmd.Env = []string{"KUBECONFIG=" + pod.Kubeconfig, "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
+			p, err := framework.StartProcess(cmd)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() {
+				p.Terminate(5 * time.Second)
+				if CurrentSpecReport().Failed() {
+					AddReportEntry("logs of "+pod.Name, p.Logs())
+				}
+			})
+			replicas = append(replicas, p)
+		}
+		var lease *coordinationv1.Lease
+		Eventually(func(g Gomega) {
+			var err error
+			lease, err = controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "cr-controller", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(MatchRegexp(`^ctrl-[01]_[0-9a-f-]{36}$`), "controller-runtime's identity: hostname_uuid")
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		leaderName, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
+		followerName := "ctrl-0"
+		if leaderName == "ctrl-0" {
+			followerName = "ctrl-1"
+		}
+		all := func() string { return replicas[0].Logs() + replicas[1].Logs() }
+		Eventually(all).WithTimeout(10 * time.Second).Should(And(
+			ContainSubstring("leader cr-leader-output allowed"),
+			ContainSubstring("any cr-any-"+leaderName+" allowed"),
+			ContainSubstring("any cr-any-"+followerName+" denied: admission webhook \"guarded.leasegate.io\" denied the request: "+
+				"leasegate: pod "+ns+"/"+followerName),
+		))
+		Expect(all()).NotTo(ContainSubstring("any cr-any-" + followerName + " allowed"))
+		Expect(all()).NotTo(ContainSubstring("leader cr-leader-output denied"))
+	})
+
+	It("applies missingPodIdentity, exemptions, and warn and dryrun enforcement, switching live", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		setConfig(ctx, guardConfig(ns, "deny", "deny"))
+		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+		follower := others(agents, leader)[0]
+		followerClient, followerWarnings := clientFor(follower.Pod.Kubeconfig)
+		Expect(writeConfigMap(ctx, controlPlane.Client, ns, "state", "admin")).To(Succeed())
+
+		unbound, err := controlPlane.UnboundToken(ctx, ns, "worker", GinkgoT().TempDir())
+		Expect(err).NotTo(HaveOccurred())
+		legacyClient, legacyWarnings := clientFor(unbound)
+		Eventually(func() error { return writeConfigMap(ctx, legacyClient, ns, "legacy", "legacy") }).Should(
+			MatchError(ContainSubstring("the requester has no pod identity")), "missingPodIdentity: deny")
+		Expect(writeConfigMap(ctx, controlPlane.Client, ns, "admin", "admin")).To(Succeed(), "system:masters is exempt")
+
+		setConfig(ctx, guardConfig(ns, "warn", "warn"))
+		Eventually(func() error { return writeConfigMap(ctx, legacyClient, ns, "legacy", "legacy") }).Should(Succeed())
+		Expect(legacyWarnings.all()).To(ContainElement(HavePrefix("leasegate warned:")))
+		Eventually(func() error { return writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name) }).Should(Succeed())
+		Expect(followerWarnings.all()).To(ContainElement(HavePrefix("leasegate warned: not the holder of lease " + ns + "/worker")))
+		for _, w := range followerWarnings.all() {
+			Expect(len(w)).To(BeNumerically("<=", 120), "a warning the API server passes on unchanged: %q", w)
+		}
+		Eventually(func() []string { return deniedEvents(ctx, ns) }).WithTimeout(5 * time.Second).Should(
+			ContainElement(HavePrefix("ConfigMap/state Warn: ")))
+		Expect(deniedEvents(ctx, ns)).To(ContainElement(HavePrefix("Namespace/"+ns+" Warn: ")), "a CREATE is recorded on the namespace")
+
+		setConfig(ctx, guardConfig(ns, "dryrun", "deny"))
+		Eventually(func() []string {
+			_ = writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name)
+			return deniedEvents(ctx, ns)
+		}).WithTimeout(5 * time.Second).Should(ContainElement(HavePrefix("ConfigMap/state DryRun: ")))
+		Expect(writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name)).To(Succeed(), "dryrun admits")
+
+		setConfig(ctx, guardConfig(ns, "deny", "deny"))
+		Eventually(func() error { return writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name) }).
+			WithTimeout(time.Second).Should(MatchError(ContainSubstring("another pod holds the lease")), "back to deny, live within a second")
+	})
+
+	It("never lets a follower write another pod's identity into a managed Lease or take an unexpired one", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+		follower := others(agents, leader)[0]
+		leases := controlPlane.Client.CoordinationV1().Leases(ns)
+		l, err := leases.Get(ctx, "worker", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		l.Labels = map[string]string{"leasegate.io/managed": "true"}
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
+		attempt := func(holder string) error {
+			l, err := followerClient.CoordinationV1().Leases(ns).Get(ctx, "worker", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.HolderIdentity = ptr.To(holder)
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_, err = followerClient.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		}
+		Eventually(func() error { return attempt(follower.Pod.Identity()) }).Should(MatchError(ContainSubstring(
+			`admission webhook "leases.leasegate.io" denied the request`)))
+		Expect(attempt(follower.Pod.Identity())).To(MatchError(ContainSubstring("the lease is held by another pod and has not expired")))
+		Expect(attempt(leader.Pod.Identity())).To(MatchError(ContainSubstring("a pod may write only its own identity as the holder")))
+		Expect(attempt("")).To(MatchError(ContainSubstring("only the holder may renew or release the lease")))
+		// Deleting is refused by RBAC before the guard (which refuses it too: unit-tested).
+		Expect(apierrors.IsForbidden(followerClient.CoordinationV1().Leases(ns).Delete(ctx, "worker", metav1.DeleteOptions{}))).To(BeTrue())
+
+		Consistently(leader.IsLeader).WithTimeout(2*time.Second).Should(BeTrue(), "the leader renews through the guard undisturbed")
+		Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
+		next, _ := timeUntilOneLeads([]*framework.Agent{follower}, time.Now(), 5*time.Second)
+		Expect(next).To(Equal(follower), "release and takeover pass the guard")
+	})
+
+	It("admits no write from a non-holder among 1,000 attempts over 20 leadership changes", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		setConfig(ctx, guardConfig(ns, "deny", "deny"))
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		soleLeader(agents)
+		holder := watchHolder(ctx, ns)
+
+		var attempts, admitted, ambiguous atomic.Int64
+		var violations []string
+		var mu sync.Mutex
+		stop := make(chan struct{})
+		var writers sync.WaitGroup
+		for _, a := range agents {
+			c, _ := clientFor(a.Pod.Kubeconfig)
+			writers.Add(1)
+			go func() {
+				defer writers.Done()
+				defer GinkgoRecover()
+				for {
+					select {
+					case <-stop:
+						return
+					default:
+					}
+					before := holder.Load()
+					err := writeConfigMap(ctx, c, ns, "race-"+a.Pod.Name, a.Pod.Name)
+					after := holder.Load()
+					attempts.Add(1)
+					if err == nil {
+						admitted.Add(1)
+					}
+					switch {
+					case *before != *after:
+						ambiguous.Add(1) // the lease changed hands during the attempt
+					case err == nil && !strings.HasPrefix(*before, a.Pod.Name+"_"):
+						mu.Lock()
+						violations = append(violations, fmt.Sprintf("%s wrote while %s held the lease", a.Pod.Name, *before))
+						mu.Unlock()
+					}
+					time.Sleep(5 * time.Millisecond)
+				}
+			}()
+		}
+		for change := range 20 {
+			leader := soleLeader(agents)
+			Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
+			Expect(leader.WaitExit(ctx, 2*time.Second)).To(BeTrue())
+			soleLeader(others(agents, leader))
+			restarted := startAgent(leader.Pod, framework.AgentOptions{Timing: fastTiming})
+			for i := range agents {
+				if agents[i] == leader {
+					agents[i] = restarted
+				}
+			}
+			if change < 19 || attempts.Load() < 1000 {
+				time.Sleep(150 * time.Millisecond)
+			}
+		}
+		Eventually(attempts.Load).WithTimeout(30 * time.Second).Should(BeNumerically(">=", 1000))
+		close(stop)
+		writers.Wait()
+		GinkgoWriter.Printf("%d attempts, %d admitted, %d during a change of holder\n", attempts.Load(), admitted.Load(), ambiguous.Load())
+		Expect(violations).To(BeEmpty())
+		Expect(admitted.Load()).To(BeNumerically(">", 100), "the holders' writes pass")
+	})
+})
+
+// watchHolder keeps the Lease's current holder identity, as a watch delivers it.
+func watchHolder(ctx context.Context, namespace string) *atomic.Pointer[string] {
+	var current atomic.Pointer[string]
+	empty := ""
+	current.Store(&empty)
+	l, err := controlPlane.Client.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	current.Store(ptr.To(ptr.Deref(l.Spec.HolderIdentity, "")))
+	w, err := controlPlane.Client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + leaseName, ResourceVersion: l.ResourceVersion,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	go func() {
+		for event := range w.ResultChan() {
+			if l, ok := event.Object.(*coordinationv1.Lease); ok {
+				current.Store(ptr.To(ptr.Deref(l.Spec.HolderIdentity, "")))
+			}
+		}
+	}()
+	return &current
+}
+
+var _ rest.WarningHandler = (*warnings)(nil)

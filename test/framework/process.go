@@ -1,0 +1,93 @@
+package framework
+
+import (
+	"bytes"
+	"context"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Process is a program the harness runs, with its output kept for the test to read.
+type Process struct {
+	cmd      *exec.Cmd
+	logs     *syncBuffer
+	exited   chan struct{}
+	exitCode int
+}
+
+// StartProcess starts cmd, capturing stdout and stderr.
+func StartProcess(cmd *exec.Cmd) (*Process, error) {
+	p := &Process{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	go func() {
+		_ = cmd.Wait()
+		p.exitCode = cmd.ProcessState.ExitCode()
+		close(p.exited)
+	}()
+	return p, nil
+}
+
+// Signal sends sig to the process.
+func (p *Process) Signal(sig syscall.Signal) error { return p.cmd.Process.Signal(sig) }
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed when the process has exited.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// ExitCode is the exit status, valid once Exited is closed; -1 when killed by a signal.
+func (p *Process) ExitCode() int { return p.exitCode }
+
+// Logs is everything the process wrote to stdout and stderr so far.
+func (p *Process) Logs() string { return p.logs.String() }
+
+// Stop kills the process if it still runs and waits for it.
+func (p *Process) Stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.exited
+}
+
+// Terminate sends SIGTERM, waits up to grace, then kills.
+func (p *Process) Terminate(grace time.Duration) {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(grace):
+		p.Stop()
+	}
+}
+
+// WaitExit waits up to timeout for the process to exit and reports whether it did.
+func (p *Process) WaitExit(ctx context.Context, timeout time.Duration) bool {
+	select {
+	case <-p.exited:
+		return true
+	case <-time.After(timeout):
+		return false
+	case <-ctx.Done():
+		return false
+	}
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
