@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -37,12 +38,43 @@ func NewLeaseCache(client kubernetes.Interface, log logr.Logger) *LeaseCache {
 	return &LeaseCache{client: client, log: log, leases: map[namespacedName]*coordinationv1.Lease{}, watching: map[LeaseRef]*leaseWatch{}}
 }
 
-// Get returns the cached lease.
+// syncWait bounds how long a lookup waits for a guard's informer that has not listed yet.
+const syncWait = time.Second
+
+// Get returns the cached lease. A miss right after a configuration change may only mean that the new
+// guard's informer has not listed yet; then Get waits for it, briefly, rather than report a lease as
+// missing (which would deny its holder).
 func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
 	c.mu.RLock()
 	l, ok := c.leases[namespacedName{namespace, name}]
 	c.mu.RUnlock()
+	if ok || c.waitSynced(namespace, name) {
+		return l, ok
+	}
+	c.mu.RLock()
+	l, ok = c.leases[namespacedName{namespace, name}]
+	c.mu.RUnlock()
 	return l, ok
+}
+
+// waitSynced reports true when the informers covering the lease had already listed, and otherwise
+// waits up to syncWait for them.
+func (c *LeaseCache) waitSynced(namespace, name string) bool {
+	c.mu.RLock()
+	var pending []cache.InformerSynced
+	for _, ref := range []LeaseRef{{namespace, name}, {"", name}} {
+		if w := c.watching[ref]; w != nil && !w.informer.HasSynced() {
+			pending = append(pending, w.informer.HasSynced)
+		}
+	}
+	c.mu.RUnlock()
+	if len(pending) == 0 {
+		return true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	defer cancel()
+	cache.WaitForCacheSync(ctx.Done(), pending...)
+	return false
 }
 
 // Start records the context informers run in; Watch before Start queues the refs.

@@ -17,7 +17,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/labels"
@@ -149,6 +151,10 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 		return err
 	}
 
+	if err := showFence(ctx, cp, election, leader); err != nil {
+		return err
+	}
+
 	say("SIGKILL %s: a crash, so its lease must expire (budget: lease duration %s + clock skew margin 1s after its last renewal)",
 		leader.Pod.Name, timing.LeaseDuration)
 	old, next, took, err := election.Failover(syscall.SIGKILL, timing.LeaseDuration+5*time.Second)
@@ -178,14 +184,97 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 	return nil
 }
 
+// fenceConfig guards the workload's ConfigMap writes with its lease.
+const fenceConfig = `guards:
+- name: orders
+  lease: orders
+  serviceAccounts: [orders]
+  resources: [{group: "", resources: [configmaps]}]
+`
+
+// showFence turns the fence on and shows the leader's write pass and a follower's refused, with the
+// Event an operator sees.
+func showFence(ctx context.Context, cp *framework.ControlPlane, election *framework.Election, leader *framework.Agent) error {
+	say("kubectl apply: leasegate-config guards the ConfigMap writes of service account %q with lease %q", workload, leaseName)
+	if _, err := cp.Client.CoreV1().ConfigMaps(webhookNamespace).Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"}, Data: map[string]string{"config.yaml": fenceConfig},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	var follower *framework.Agent
+	for _, a := range election.Agents {
+		if a != leader {
+			follower = a
+			break
+		}
+	}
+	write := func(a *framework.Agent) error {
+		config, err := a.Pod.RESTConfig()
+		if err != nil {
+			return err
+		}
+		client, err := kubernetes.NewForConfig(config)
+		if err != nil {
+			return err
+		}
+		_, err = client.CoreV1().ConfigMaps(namespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "orders-output-"}, Data: map[string]string{"writer": a.Pod.Name},
+		}, metav1.CreateOptions{})
+		return err
+	}
+	// The guard is in force once the webhook has applied its rules; the leader's write passes either way.
+	deadline := time.Now().Add(5 * time.Second)
+	var denied error
+	for denied == nil && time.Now().Before(deadline) {
+		denied = write(follower)
+		time.Sleep(50 * time.Millisecond)
+	}
+	if denied == nil {
+		return fmt.Errorf("the follower's write was never refused")
+	}
+	if err := write(leader); err != nil {
+		return fmt.Errorf("the leader's write was refused: %w", err)
+	}
+	say("the leader %s creates a ConfigMap: allowed", leader.Pod.Name)
+	say("the follower %s tries the same, with its own pod-bound token:\n          Error from server (Forbidden): %v", follower.Pod.Name, denied)
+	for time.Now().Before(deadline.Add(5 * time.Second)) {
+		events, err := cp.Client.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, e := range events.Items {
+			if e.Reason == "LeaderGateDenied" {
+				say("kubectl get events -n %s shows: %s %s %s/%s: %s", namespace, e.Type, e.Reason, e.Regarding.Kind, e.Regarding.Name, e.Note)
+				return nil
+			}
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("no LeaderGateDenied Event")
+}
+
 func createNamespace(ctx context.Context, cp *framework.ControlPlane) error {
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: namespace, Labels: map[string]string{labels.Inject: labels.InjectEnabled},
 	}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	_, err := cp.Client.CoreV1().ServiceAccounts(namespace).Create(ctx,
-		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: workload}}, metav1.CreateOptions{})
+	if _, err := cp.Client.CoreV1().ServiceAccounts(namespace).Create(ctx,
+		&corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: workload}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	// What the workload itself may do: write ConfigMaps. The fence decides which replica may.
+	if _, err := cp.Client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := cp.Client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "orders-app"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: workload}},
+	}, metav1.CreateOptions{})
 	return err
 }
 
