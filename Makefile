@@ -43,9 +43,10 @@ e2e: $(CONTROLPLANE_DEP) ## Only the Ginkgo e2e suite, verbose.
 	$(GO) test -v -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
 .PHONY: bench
-bench: $(CONTROLPLANE_DEP) ## Go benchmarks of the hot paths, then the failover table (20 runs each) and agent RSS.
+bench: $(CONTROLPLANE_DEP) ## Go benchmarks of the hot paths, the failover table (20 runs each, agent RSS), the fence under load.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	$(GO) run ./test/failoverbench -runs 20
+	$(GO) run ./test/fenceload -rate 1000 -duration 10s
 
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) ## The webhook injects agents into a labelled namespace's pods; they elect a leader and fail over.

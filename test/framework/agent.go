@@ -173,20 +173,6 @@ func (a *Agent) Metric(name string) (float64, error) {
 	return 0, fmt.Errorf("no series %s in /metrics", name)
 }
 
-// RSSBytes is the agent's resident set size from /proc.
-func (a *Agent) RSSBytes() (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", a.Pid()))
-	if err != nil {
-		return 0, err
-	}
-	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
-			return kb * 1024, err
-		}
-	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", a.Pid())
-}
 
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")

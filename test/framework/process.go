@@ -3,7 +3,11 @@ package framework
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -73,6 +77,21 @@ func (p *Process) WaitExit(ctx context.Context, timeout time.Duration) bool {
 	case <-ctx.Done():
 		return false
 	}
+}
+
+// RSSBytes is the process's resident set size from /proc.
+func (p *Process) RSSBytes() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
+			return kb * 1024, err
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS for pid %d", p.Pid())
 }
 
 type syncBuffer struct {

@@ -26,6 +26,9 @@ type Webhook struct {
 	*Process
 	Namespace  string
 	MetricsURL string
+	// URL is the TLS webhook server, https://127.0.0.1:<port>; CA signs its certificate.
+	URL string
+	CA  []byte
 }
 
 // WebhookManifests is the webhook configuration users install, which the tests install too.
@@ -67,7 +70,10 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 	if err != nil {
 		return nil, err
 	}
-	w := &Webhook{Process: process, Namespace: namespace, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort)}
+	w := &Webhook{
+		Process: process, Namespace: namespace, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
+		URL: fmt.Sprintf("https://127.0.0.1:%d", install.LocalServingPort), CA: install.LocalServingCAData,
+	}
 
 	if err := w.waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)); err != nil {
 		w.Stop()
