@@ -144,7 +144,9 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCount int) 
 		return err
 	}
 	slices.Sort(latencies)
-	pct := func(p float64) time.Duration { return latencies[int(float64(len(latencies)-1)*p)].Round(time.Microsecond) }
+	pct := func(p float64) time.Duration {
+		return latencies[int(float64(len(latencies)-1)*p)].Round(time.Microsecond)
+	}
 	fmt.Printf("\nFence over HTTPS on loopback: %d leases cached, %d requests at %d/s offered, half admitted, half denied.\n\n", leaseCount, len(latencies)+failures, rate)
 	fmt.Println("| measure | value | target |")
 	fmt.Println("|---|---|---|")

@@ -173,7 +173,6 @@ func (a *Agent) Metric(name string) (float64, error) {
 	return 0, fmt.Errorf("no series %s in /metrics", name)
 }
 
-
 func freePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
