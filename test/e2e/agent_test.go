@@ -95,6 +95,17 @@ func timeUntilOneLeads(agents []*framework.Agent, since time.Time, timeout time.
 	return next, time.Since(since)
 }
 
+// expectSteppedDown checks a leader resumed after a freeze: from its first answer it must not claim
+// leadership, since its claim ran out at its renew deadline whether or not its loop has run since, and it
+// soon names the new holder.
+func expectSteppedDown(stale, next *framework.Agent) {
+	Consistently(stale.IsLeader).WithTimeout(time.Second).WithPolling(5 * time.Millisecond).Should(BeFalse())
+	Eventually(func() (string, error) {
+		s, err := stale.Leader()
+		return s.Holder, err
+	}).Should(Equal(next.Pod.Identity()))
+}
+
 func getLease(ctx context.Context, namespace string) *coordinationv1.Lease {
 	l, err := controlPlane.Client.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
 	Expect(err).NotTo(HaveOccurred())
@@ -223,14 +234,7 @@ var _ = Describe("The leader agent", func() {
 		Expect(leader.Signal(syscall.SIGSTOP)).To(Succeed())
 		next, _ := timeUntilOneLeads(others(agents, leader), time.Now(), 10*time.Second)
 		Expect(leader.Signal(syscall.SIGCONT)).To(Succeed())
-
-		// From the first answer after it resumes, the old leader must not claim leadership: its claim
-		// ran out at its renew deadline, whether or not its loop has run since.
-		Consistently(leader.IsLeader).WithTimeout(time.Second).WithPolling(5 * time.Millisecond).Should(BeFalse())
-		Eventually(func() (string, error) {
-			s, err := leader.Leader()
-			return s.Holder, err
-		}).Should(Equal(next.Pod.Identity()))
+		expectSteppedDown(leader, next)
 		Expect(leader.Metric("leasegate_agent_is_leader")).To(BeZero())
 		Expect(leader.Logs()).To(ContainSubstring(`msg="Stopped leading"`))
 		soleLeader(agents)

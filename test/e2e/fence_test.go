@@ -117,14 +117,19 @@ func deniedEvents(ctx context.Context, namespace string) []string {
 	return notes
 }
 
+// fencedAgents starts n agents in a new namespace whose ConfigMap writes a deny guard fences, and returns
+// the namespace, the agents, the leader and a follower.
+func fencedAgents(ctx context.Context, n int) (ns string, agents []*framework.Agent, leader, follower *framework.Agent) {
+	ns = newNamespace(ctx)
+	setConfig(ctx, guardConfig(ns, "deny", "deny"))
+	agents = startAgents(ctx, ns, n, framework.AgentOptions{Timing: fastTiming})
+	leader = soleLeader(agents)
+	return ns, agents, leader, others(agents, leader)[0]
+}
+
 var _ = Describe("The fence", Serial, func() {
 	It("admits the leader's writes and denies a follower's with a 403 naming requester, lease and holder, and an Event", func(ctx SpecContext) {
-		ns := newNamespace(ctx)
-		setConfig(ctx, guardConfig(ns, "deny", "deny"))
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
-		leader := soleLeader(agents)
-		follower := others(agents, leader)[0]
-
+		ns, _, leader, follower := fencedAgents(ctx, 3)
 		leaderClient, _ := clientFor(leader.Pod.Kubeconfig)
 		Eventually(func() error { return writeConfigMap(ctx, leaderClient, ns, "state", leader.Pod.Name) }).Should(Succeed())
 		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
@@ -149,10 +154,7 @@ var _ = Describe("The fence", Serial, func() {
 	})
 
 	It("denies a frozen leader's writes once another pod took over, and the resumed agent steps down", func(ctx SpecContext) {
-		ns := newNamespace(ctx)
-		setConfig(ctx, guardConfig(ns, "deny", "deny"))
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
-		stale := soleLeader(agents)
+		ns, agents, stale, _ := fencedAgents(ctx, 3)
 		staleClient, _ := clientFor(stale.Pod.Kubeconfig)
 		Eventually(func() error { return writeConfigMap(ctx, staleClient, ns, "state", stale.Pod.Name) }).Should(Succeed())
 
@@ -162,11 +164,7 @@ var _ = Describe("The fence", Serial, func() {
 		Expect(err).To(MatchError(ContainSubstring("lease %s/worker is held by %s", ns, next.Pod.Identity())))
 
 		Expect(stale.Signal(syscall.SIGCONT)).To(Succeed())
-		Consistently(stale.IsLeader).WithTimeout(time.Second).WithPolling(5 * time.Millisecond).Should(BeFalse())
-		Eventually(func() (string, error) {
-			s, err := stale.Leader()
-			return s.Holder, err
-		}).Should(Equal(next.Pod.Identity()))
+		expectSteppedDown(stale, next)
 	})
 
 	It("fences a controller-runtime manager that runs its own election, with no agent", func(ctx SpecContext) {
@@ -220,11 +218,7 @@ var _ = Describe("The fence", Serial, func() {
 	})
 
 	It("applies missingPodIdentity, exemptions, and warn and dryrun enforcement, switching live", func(ctx SpecContext) {
-		ns := newNamespace(ctx)
-		setConfig(ctx, guardConfig(ns, "deny", "deny"))
-		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
-		leader := soleLeader(agents)
-		follower := others(agents, leader)[0]
+		ns, _, _, follower := fencedAgents(ctx, 2)
 		followerClient, followerWarnings := clientFor(follower.Pod.Kubeconfig)
 		Expect(writeConfigMap(ctx, controlPlane.Client, ns, "state", "admin")).To(Succeed())
 

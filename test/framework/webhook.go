@@ -16,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -79,31 +80,37 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 		w.Stop()
 		return nil, err
 	}
-	for _, config := range install.MutatingWebhooks {
-		for i := range config.Webhooks {
-			fixURL(&config.Webhooks[i].ClientConfig)
-		}
-		_, err := c.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			w.Stop()
-			return nil, err
-		}
-	}
-	for _, config := range install.ValidatingWebhooks {
-		for i := range config.Webhooks {
-			fixURL(&config.Webhooks[i].ClientConfig)
-		}
-		_, err := c.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{})
-		if err != nil && !apierrors.IsAlreadyExists(err) {
-			w.Stop()
-			return nil, err
-		}
+	// Installed only now that the server answers, as an installer would after the rollout.
+	if err := c.installWebhookConfigurations(ctx, install); err != nil {
+		w.Stop()
+		return nil, err
 	}
 	if err := c.waitInjecting(ctx); err != nil {
 		w.Stop()
 		return nil, fmt.Errorf("%w\n%s", err, w.Logs())
 	}
 	return w, nil
+}
+
+func (c *ControlPlane) installWebhookConfigurations(ctx context.Context, install *envtest.WebhookInstallOptions) error {
+	admission := c.Client.AdmissionregistrationV1()
+	for _, config := range install.MutatingWebhooks {
+		for i := range config.Webhooks {
+			fixURL(&config.Webhooks[i].ClientConfig)
+		}
+		if _, err := admission.MutatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); client.IgnoreAlreadyExists(err) != nil {
+			return err
+		}
+	}
+	for _, config := range install.ValidatingWebhooks {
+		for i := range config.Webhooks {
+			fixURL(&config.Webhooks[i].ClientConfig)
+		}
+		if _, err := admission.ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); client.IgnoreAlreadyExists(err) != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // fixURL cleans the path envtest builds as "https://host:port//mutate-pods"; Go's ServeMux would answer

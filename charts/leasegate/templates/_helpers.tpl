@@ -1,0 +1,61 @@
+{{/* Names are fixed: the ConfigMap, the webhook configurations and the Service are leasegate's contract,
+and the webhook configurations are cluster-scoped, so one release per cluster. */}}
+{{- define "leasegate.name" -}}leasegate{{- end -}}
+{{- define "leasegate.webhookName" -}}leasegate-webhook{{- end -}}
+
+{{- define "leasegate.labels" -}}
+app.kubernetes.io/name: leasegate-webhook
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "leasegate.selectorLabels" -}}
+app.kubernetes.io/name: leasegate-webhook
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "leasegate.webhookImage" -}}
+{{ .Values.image.webhook.repository }}:{{ .Values.image.webhook.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{- define "leasegate.agentImage" -}}
+{{ .Values.image.agent.repository }}:{{ .Values.image.agent.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* Namespaces that are never injected nor fenced. */}}
+{{- define "leasegate.excludedNamespaces" -}}
+{{- $ns := list "kube-system" "kube-public" "kube-node-lease" .Release.Namespace -}}
+{{- concat $ns .Values.webhook.excludeNamespaces | uniq | toJson -}}
+{{- end -}}
+
+{{/* Annotations of both webhook configurations: cert-manager's CA injection, when it issues. */}}
+{{- define "leasegate.webhookAnnotations" -}}
+{{- if .Values.certificates.certManager.enabled }}
+annotations:
+  cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "leasegate.webhookName" . }}
+{{- end }}
+{{- end -}}
+
+{{/* clientConfig of a webhook entry; $path is the server path. */}}
+{{- define "leasegate.clientConfig" -}}
+{{- $root := index . 0 -}}
+clientConfig:
+  service:
+    name: {{ include "leasegate.webhookName" $root }}
+    namespace: {{ $root.Release.Namespace }}
+    path: {{ index . 1 }}
+    port: 443
+  {{- if and (not $root.Values.certificates.certManager.enabled) $root.Values.certificates.caBundle }}
+  caBundle: {{ $root.Values.certificates.caBundle | b64enc }}
+  {{- end }}
+{{- end -}}
+
+{{- define "leasegate.certSecret" -}}
+{{- if .Values.certificates.certManager.enabled -}}
+{{ include "leasegate.webhookName" . }}-tls
+{{- else -}}
+{{ required "certificates.existingSecret is required when certificates.certManager.enabled is false" .Values.certificates.existingSecret }}
+{{- end -}}
+{{- end -}}

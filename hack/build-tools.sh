@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds the tools the chart tests use from the Go module proxy into $BIN_DIR/tools: helm, and
+# cert-manager's controller and cainjector, plus cert-manager's CRDs. Cached: a second run is a no-op.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+bin_dir=${BIN_DIR:-$here/../bin}
+tools="$bin_dir/tools"
+mkdir -p "$tools"
+tools=$(cd "$tools" && pwd)
+
+log() { printf '[tools] %s\n' "$*" >&2; }
+
+# build_in_module <module@version> <package> <output> [go.mod lines...]: builds one package in a throwaway
+# module, so none of these tools' dependencies enter leasegate's go.mod.
+build_in_module() {
+  local module=$1 pkg=$2 out=$3
+  shift 3
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    printf 'module leasegate.local/tools\n\ngo 1.26\n' >go.mod
+    for line in "$@"; do echo "$line" >>go.mod; done
+    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
+    GOFLAGS=-mod=mod go get "$module" >/dev/null 2>&1
+    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$out" "$pkg"
+  )
+}
+
+helm="$tools/helm-$HELM_VERSION"
+if [[ -x $helm ]]; then
+  log "helm $HELM_VERSION is cached"
+else
+  log "building helm $HELM_VERSION"
+  LDFLAGS="-X helm.sh/helm/v3/internal/version.version=$HELM_VERSION" \
+    build_in_module "helm.sh/helm/v3@$HELM_VERSION" helm.sh/helm/v3/cmd/helm "$helm"
+fi
+
+cm="$tools/cert-manager-$CERT_MANAGER_BINARIES_VERSION"
+mkdir -p "$cm"
+for component in controller cainjector; do
+  if [[ -x $cm/$component ]]; then
+    log "cert-manager $component $CERT_MANAGER_BINARIES_VERSION is cached"
+    continue
+  fi
+  log "building cert-manager $component $CERT_MANAGER_BINARIES_VERSION (about 3 min cold)"
+  # v1.11.5 needs the dns version it was released with; newer ones changed an API it uses.
+  build_in_module "github.com/cert-manager/cert-manager@$CERT_MANAGER_BINARIES_VERSION" \
+    "github.com/cert-manager/cert-manager/cmd/$component" "$cm/$component" \
+    "replace github.com/miekg/dns v1.1.41 => github.com/miekg/dns v1.1.34"
+done
+
+crds="$tools/cert-manager-crds-$CERT_MANAGER_CRDS_VERSION"
+if [[ -d $crds ]]; then
+  log "cert-manager CRDs $CERT_MANAGER_CRDS_VERSION are cached"
+else
+  log "fetching cert-manager CRDs $CERT_MANAGER_CRDS_VERSION"
+  dir=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_CRDS_VERSION" |
+    sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  mkdir -p "$crds.tmp"
+  cp "$dir"/deploy/crds/*.yaml "$crds.tmp/"
+  chmod -R u+w "$crds.tmp"
+  mv "$crds.tmp" "$crds"
+fi
+echo "$tools"
