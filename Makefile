@@ -17,6 +17,10 @@ export KUBEBUILDER_ASSETS := $(CONTROLPLANE_DIR)
 endif
 
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+TOOLS_DIR := $(BIN)/tools
+HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
+VERSION ?= $(shell sed -n 's/^appVersion: //p' charts/leasegate/Chart.yaml)
+IMAGE_REGISTRY ?= ghcr.io/leasegate
 
 .PHONY: help
 help: ## List the targets.
@@ -34,12 +38,24 @@ $(CONTROLPLANE_DIR)/kube-apiserver: hack/versions.env hack/build-controlplane.sh
 	BIN_DIR=$(BIN) hack/build-controlplane.sh >/dev/null
 	@touch $@
 
+.PHONY: tools
+tools: $(HELM) ## Build helm and cert-manager (controller, cainjector, CRDs) from the Go module proxy into bin/tools (cached).
+
+$(HELM): hack/versions.env hack/build-tools.sh
+	BIN_DIR=$(BIN) hack/build-tools.sh >/dev/null
+	@touch $@
+
+.PHONY: images
+images: ## Build the leasegate-webhook and leasegate-agent images (needs a Docker engine), tagged with the chart's appVersion.
+	docker build -f Dockerfile.webhook --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/leasegate-webhook:$(VERSION) .
+	docker build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/leasegate-agent:$(VERSION) .
+
 .PHONY: test
-test: $(CONTROLPLANE_DEP) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (what CI runs).
+test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (what CI runs).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 .PHONY: e2e
-e2e: $(CONTROLPLANE_DEP) ## Only the Ginkgo e2e suite, verbose.
+e2e: $(CONTROLPLANE_DEP) $(HELM) ## Only the Ginkgo e2e suite, verbose.
 	$(GO) test -v -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
 .PHONY: bench

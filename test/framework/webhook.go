@@ -34,7 +34,7 @@ type Webhook struct {
 
 // WebhookManifests is the webhook configuration users install, which the tests install too.
 func WebhookManifests() string {
-	return filepath.Join(RepoRoot(), "config", "webhook", "manifests.yaml")
+	return filepath.Join(RepoRoot(), "config", "webhook", "webhooks.yaml")
 }
 
 // StartWebhook runs binary as leasegate-webhook in namespace and installs the webhook configurations once

@@ -32,10 +32,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* Annotations of both webhook configurations: cert-manager's CA injection, when it issues. */}}
 {{- define "leasegate.webhookAnnotations" -}}
-{{- if .Values.certificates.certManager.enabled }}
+{{- if .Values.certificates.certManager.enabled -}}
 annotations:
   cert-manager.io/inject-ca-from: {{ .Release.Namespace }}/{{ include "leasegate.webhookName" . }}
-{{- end }}
+{{- end -}}
 {{- end -}}
 
 {{/* clientConfig of a webhook entry; $path is the server path. */}}

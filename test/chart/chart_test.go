@@ -1,0 +1,209 @@
+// Package chart tests charts/leasegate with the pinned helm: lint and render for a matrix of values, the
+// schema's refusals, the kustomize bases under config/ (which are the chart rendered with its defaults),
+// and the README's values reference. The chart against a real API server and the real cert-manager is in
+// the e2e suite.
+package chart
+
+import (
+	"encoding/json"
+	"flag"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+var update = flag.Bool("update", false, "rewrite config/ from the chart rendered with its default values")
+
+// namespace is where config/ installs leasegate.
+const namespace = "leasegate-system"
+
+func tools(t *testing.T) *framework.Tools {
+	t.Helper()
+	tl, err := framework.FindTools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tl
+}
+
+// valuesFiles are the matrix every test renders: the defaults ("") and each file in testdata/values.
+func valuesFiles(t *testing.T) []string {
+	files, err := filepath.Glob("testdata/values/*.yaml")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no values files in testdata/values: %v", err)
+	}
+	return append([]string{""}, files...)
+}
+
+func TestChartLintsAndRenders(t *testing.T) {
+	tl := tools(t)
+	for _, values := range valuesFiles(t) {
+		t.Run("values="+filepath.Base(values), func(t *testing.T) {
+			var files []string
+			if values != "" {
+				files = []string{values}
+			}
+			if out, err := tl.LintChart(files...); err != nil {
+				t.Fatalf("helm lint: %v\n%s", err, out)
+			}
+			if _, err := tl.RenderChart(namespace, files...); err != nil {
+				t.Fatalf("helm template: %v", err)
+			}
+		})
+	}
+}
+
+func TestChartRejectsBadValues(t *testing.T) {
+	tl := tools(t)
+	tests := []struct {
+		name   string
+		values string
+		want   []string
+	}{
+		{"a misspelt top-level key", "replicas: 3\n", []string{`additional properties 'replicas' not allowed`}},
+		{"a misspelt nested key", "webhook:\n  failurPolicy: {guarded: Fail}\n", []string{`at '/webhook': additional properties 'failurPolicy' not allowed`}},
+		{"an unknown failure policy", "webhook:\n  failurePolicy: {guarded: Sometimes}\n", []string{`at '/webhook/failurePolicy/guarded': value must be one of 'Fail', 'Ignore'`}},
+		{"no replicas", "replicaCount: 0\n", []string{`at '/replicaCount': minimum: got 0, want 1`}},
+		{"a duration that is not one", "config:\n  election: {leaseDuration: fifteen}\n", []string{`at '/config/election/leaseDuration'`}},
+		{"a guard without resources", "config:\n  guards: [{name: g, lease: l}]\n", []string{`at '/config/guards/0': missing property 'resources'`}},
+		{"an unknown enforcement", "config:\n  guards: [{name: g, lease: l, resources: [{group: apps, resources: [deployments]}], enforcement: block}]\n",
+			[]string{`at '/config/guards/0/enforcement': value must be one of 'deny', 'warn', 'dryrun'`}},
+		{"no certificate at all", "certificates:\n  certManager: {enabled: false}\n", []string{"certificates.existingSecret is required when certificates.certManager.enabled is false"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(path, []byte(tt.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err := tl.RenderChart(namespace, path)
+			if err == nil {
+				t.Fatalf("helm template accepted:\n%s", tt.values)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("error %q\ndoes not contain %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// configFiles maps each chart template to the kustomize base that carries its default rendering.
+var configFiles = map[string]string{
+	"serviceaccount.yaml": "rbac/serviceaccount.yaml",
+	"rbac.yaml":           "rbac/rbac.yaml",
+	"certificates.yaml":   "certmanager/certificates.yaml",
+	"configmap.yaml":      "webhook/configmap.yaml",
+	"deployment.yaml":     "webhook/deployment.yaml",
+	"pdb.yaml":            "webhook/pdb.yaml",
+	"service.yaml":        "webhook/service.yaml",
+	"webhooks.yaml":       "webhook/webhooks.yaml",
+}
+
+var sourceLine = regexp.MustCompile(`(?m)^# Source: leasegate/templates/(\S+)\n`)
+
+// TestConfigIsTheRenderedChart keeps config/ (kustomize) and the chart one install: config/ is the chart
+// rendered with its defaults, minus Helm's own labels. A stale file fails; -update rewrites them.
+func TestConfigIsTheRenderedChart(t *testing.T) {
+	rendered, err := tools(t).RenderChart(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := map[string][]string{}
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		m := sourceLine.FindStringSubmatch(doc)
+		if m == nil {
+			continue
+		}
+		template := m[1]
+		if strings.HasPrefix(template, "tests/") {
+			continue // helm test hooks have no place in a kustomize install
+		}
+		if _, ok := configFiles[template]; !ok {
+			t.Fatalf("template %s renders by default but has no place in config/: add it to configFiles", template)
+		}
+		doc = sourceLine.ReplaceAllString(doc, "")
+		doc = regexp.MustCompile(`(?m)^\s*(app.kubernetes.io/managed-by|helm.sh/chart): .*\n`).ReplaceAllString(doc, "")
+		docs[template] = append(docs[template], strings.TrimSpace(doc))
+	}
+	for template, file := range configFiles {
+		want := []byte("# Rendered from charts/leasegate (templates/" + template + ") with its default values by\n" +
+			"# `go test ./test/chart -update`; edit the chart, not this file.\n" + strings.Join(docs[template], "\n---\n") + "\n")
+		path := filepath.Join(framework.RepoRoot(), "config", file)
+		if *update {
+			if err := os.WriteFile(path, want, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		got, err := os.ReadFile(path)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("config/%s is stale: run go test ./test/chart -update and review the diff", file)
+		}
+	}
+}
+
+// TestREADMEValuesReference checks the README's values table against values.schema.json, both ways.
+func TestREADMEValuesReference(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var schema map[string]any
+	if err := json.Unmarshal(data, &schema); err != nil {
+		t.Fatal(err)
+	}
+	var leaves []string
+	var walk func(prefix string, node map[string]any)
+	walk = func(prefix string, node map[string]any) {
+		props, ok := node["properties"].(map[string]any)
+		if !ok || prefix == "config.election" || prefix == "config.exempt" || strings.HasSuffix(prefix, "resources") {
+			leaves = append(leaves, prefix)
+			return
+		}
+		for name, child := range props {
+			path := name
+			if prefix != "" {
+				path = prefix + "." + name
+			}
+			walk(path, child.(map[string]any))
+		}
+	}
+	walk("", schema)
+	slices.Sort(leaves)
+
+	readme, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	section := string(readme)
+	start := strings.Index(section, "### Values")
+	if start < 0 {
+		t.Fatal("README.md has no ### Values section")
+	}
+	section = section[start:]
+	if end := strings.Index(section[4:], "\n#"); end >= 0 {
+		section = section[:end+4]
+	}
+	var documented []string
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-zA-Z.]+)` \\|").FindAllStringSubmatch(section, -1) {
+		documented = append(documented, m[1])
+	}
+	slices.Sort(documented)
+	for _, leaf := range leaves {
+		if !slices.Contains(documented, leaf) {
+			t.Errorf("value %s is in values.schema.json but not in the README's values table", leaf)
+		}
+	}
+	for _, doc := range documented {
+		if !slices.Contains(leaves, doc) {
+			t.Errorf("the README documents value %s, which values.schema.json does not have", doc)
+		}
+	}
+}
