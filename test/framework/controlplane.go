@@ -30,15 +30,15 @@ type ControlPlane struct {
 	Client kubernetes.Interface
 }
 
-// StartControlPlane starts kube-apiserver and etcd through envtest. The binaries come from
-// KUBEBUILDER_ASSETS when the user sets it, otherwise from what `make controlplane` built into bin/ at
-// the versions pinned in hack/versions.env.
-func StartControlPlane() (*ControlPlane, error) {
+// StartControlPlane starts kube-apiserver and etcd through envtest, with the CRDs in crdDirs installed.
+// The binaries come from KUBEBUILDER_ASSETS when the user sets it, otherwise from what
+// `make controlplane` built into bin/ at the versions pinned in hack/versions.env.
+func StartControlPlane(crdDirs ...string) (*ControlPlane, error) {
 	assets, err := controlPlaneAssets()
 	if err != nil {
 		return nil, err
 	}
-	env := &envtest.Environment{BinaryAssetsDirectory: assets}
+	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
 	config, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)

@@ -1,0 +1,210 @@
+package e2e
+
+import (
+	"context"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/discovery/cached/memory"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/restmapper"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+const chartNamespace = "leasegate-system"
+
+// chartObjects renders the chart and decodes every object in it.
+func chartObjects(tools *framework.Tools, valuesFiles ...string) []*unstructured.Unstructured {
+	rendered, err := tools.RenderChart(chartNamespace, valuesFiles...)
+	Expect(err).NotTo(HaveOccurred())
+	var objects []*unstructured.Unstructured
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.Unmarshal([]byte(doc), &obj.Object); err != nil || len(obj.Object) == 0 {
+			Expect(err).NotTo(HaveOccurred(), doc)
+			continue
+		}
+		objects = append(objects, obj)
+	}
+	return objects
+}
+
+// applier server-side applies unstructured objects, for real or as a dry run.
+type applier struct {
+	client dynamic.Interface
+	mapper *restmapper.DeferredDiscoveryRESTMapper
+}
+
+func newApplier(cp *framework.ControlPlane) *applier {
+	dc := discovery.NewDiscoveryClientForConfigOrDie(cp.Config)
+	return &applier{
+		client: dynamic.NewForConfigOrDie(cp.Config),
+		mapper: restmapper.NewDeferredDiscoveryRESTMapper(memory.NewMemCacheClient(dc)),
+	}
+}
+
+func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dryRun bool) error {
+	gvk := obj.GroupVersionKind()
+	mapping, err := a.mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
+	if err != nil {
+		return err
+	}
+	data, err := obj.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	opts := metav1.PatchOptions{FieldManager: "helm", Force: ptr.To(true)}
+	if dryRun {
+		opts.DryRun = []string{metav1.DryRunAll}
+	}
+	resource := a.client.Resource(mapping.Resource)
+	if obj.GetNamespace() != "" {
+		_, err = resource.Namespace(obj.GetNamespace()).Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
+	} else {
+		_, err = resource.Patch(ctx, obj.GetName(), types.ApplyPatchType, data, opts)
+	}
+	return err
+}
+
+var _ = Describe("The Helm chart", Ordered, func() {
+	var (
+		cp    *framework.ControlPlane
+		tools *framework.Tools
+	)
+	BeforeAll(func() {
+		var err error
+		tools, err = framework.FindTools()
+		Expect(err).NotTo(HaveOccurred())
+		By("starting a control plane of its own, with cert-manager's CRDs: the chart's objects are cluster-wide")
+		cp, err = framework.StartControlPlane(tools.CertManagerCRDs)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(cp.Stop)
+		_, err = cp.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
+			ObjectMeta: metav1.ObjectMeta{Name: chartNamespace},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	})
+
+	It("renders only objects a v1.36 API server and cert-manager's schemas accept, for every values file", func(ctx SpecContext) {
+		a := newApplier(cp)
+		files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "test", "chart", "testdata", "values", "*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		for _, values := range append([]string{""}, files...) {
+			var valuesFiles []string
+			if values != "" {
+				valuesFiles = []string{values}
+			}
+			kinds := map[string]bool{}
+			for _, obj := range chartObjects(tools, valuesFiles...) {
+				if obj.GroupVersionKind().Group == "monitoring.coreos.com" {
+					// The Prometheus Operator's CRDs are not available here; helm lint checks these.
+					continue
+				}
+				kinds[obj.GetKind()] = true
+				Expect(a.apply(ctx, obj, true)).To(Succeed(), "%s %s with values %s", obj.GetKind(), obj.GetName(), filepath.Base(values))
+			}
+			if values == "" {
+				Expect(kinds).To(HaveKey("Certificate"))
+				Expect(kinds).To(HaveKey("ValidatingWebhookConfiguration"))
+			}
+		}
+	})
+
+	It("gets its serving certificate from the real cert-manager, which injects the CA into both webhook configurations", func(ctx SpecContext) {
+		a := newApplier(cp)
+		for _, obj := range chartObjects(tools) {
+			Expect(a.apply(ctx, obj, false)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
+		}
+		dir := GinkgoT().TempDir()
+		kubeconfig := filepath.Join(dir, "admin.kubeconfig")
+		Expect(cp.AdminKubeconfig(kubeconfig)).To(Succeed())
+		for _, component := range []struct {
+			binary string
+			args   []string
+		}{
+			{tools.CertManagerController, []string{"--cluster-resource-namespace=" + chartNamespace, "--metrics-listen-address=127.0.0.1:0"}},
+			{tools.CertManagerCAInjector, nil},
+		} {
+			p, err := framework.StartProcess(exec.Command(component.binary,
+				append([]string{"--kubeconfig=" + kubeconfig, "--leader-elect=false"}, component.args...)...))
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(func() {
+				p.Terminate(5 * time.Second)
+				if CurrentSpecReport().Failed() {
+					AddReportEntry(filepath.Base(component.binary)+" logs", p.Logs())
+				}
+			})
+		}
+
+		certificates := a.client.Resource(certificatesResource).Namespace(chartNamespace)
+		for _, name := range []string{"leasegate-ca", "leasegate-webhook"} {
+			Eventually(func() (string, error) {
+				cert, err := certificates.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					return "", err
+				}
+				return readyCondition(cert), nil
+			}).WithTimeout(60*time.Second).WithPolling(250*time.Millisecond).Should(Equal("True"), "Certificate %s Ready", name)
+		}
+
+		secret, err := cp.Client.CoreV1().Secrets(chartNamespace).Get(ctx, "leasegate-webhook-tls", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		serving := parseCertificate(secret.Data["tls.crt"])
+		Expect(serving.DNSNames).To(ContainElements("leasegate-webhook.leasegate-system.svc", "leasegate-webhook.leasegate-system.svc.cluster.local"))
+		roots := x509.NewCertPool()
+		Expect(roots.AppendCertsFromPEM(secret.Data["ca.crt"])).To(BeTrue())
+		_, err = serving.Verify(x509.VerifyOptions{Roots: roots, DNSName: "leasegate-webhook.leasegate-system.svc"})
+		Expect(err).NotTo(HaveOccurred(), "the serving certificate is signed by the CA in the chain")
+		Expect(parseCertificate(secret.Data["ca.crt"]).Subject.CommonName).To(Equal("leasegate-ca"))
+
+		admission := cp.Client.AdmissionregistrationV1()
+		Eventually(func(g Gomega) {
+			mutating, err := admission.MutatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, w := range mutating.Webhooks {
+				g.Expect(w.ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]), "caBundle of %s", w.Name)
+			}
+			validating, err := admission.ValidatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			for _, w := range validating.Webhooks {
+				g.Expect(w.ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]), "caBundle of %s", w.Name)
+			}
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+})
+
+var certificatesResource = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
+
+func readyCondition(obj *unstructured.Unstructured) string {
+	conditions, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+	for _, c := range conditions {
+		if m, ok := c.(map[string]any); ok && m["type"] == "Ready" {
+			return fmt.Sprint(m["status"])
+		}
+	}
+	return ""
+}
+
+func parseCertificate(data []byte) *x509.Certificate {
+	block, _ := pem.Decode(data)
+	Expect(block).NotTo(BeNil(), "no PEM block")
+	cert, err := x509.ParseCertificate(block.Bytes)
+	Expect(err).NotTo(HaveOccurred())
+	return cert
+}
