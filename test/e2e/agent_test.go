@@ -95,6 +95,22 @@ func timeUntilOneLeads(agents []*framework.Agent, since time.Time, timeout time.
 	return next, time.Since(since)
 }
 
+// failOver stops the sole leader with sig, waits until another agent leads, and restarts the stopped
+// pod's agent with the same identity, as kubelet restarts a container; agents is updated in place.
+func failOver(ctx context.Context, agents []*framework.Agent, sig syscall.Signal) (stopped, restarted *framework.Agent) {
+	stopped = soleLeader(agents)
+	Expect(stopped.Signal(sig)).To(Succeed())
+	Expect(stopped.WaitExit(ctx, 2*time.Second)).To(BeTrue())
+	soleLeader(others(agents, stopped))
+	restarted = startAgent(stopped.Pod, framework.AgentOptions{Timing: fastTiming})
+	for i := range agents {
+		if agents[i] == stopped {
+			agents[i] = restarted
+		}
+	}
+	return stopped, restarted
+}
+
 // expectSteppedDown checks a leader resumed after a freeze: from its first answer it must not claim
 // leadership, since its claim ran out at its renew deadline whether or not its loop has run since, and it
 // soon names the new holder.
@@ -246,22 +262,11 @@ var _ = Describe("The leader agent", func() {
 		sampler := sampleClaims(ctx, agents)
 
 		for round := range 6 {
-			leader := soleLeader(agents)
 			sig := syscall.SIGTERM
 			if round%2 == 1 {
 				sig = syscall.SIGKILL
 			}
-			Expect(leader.Signal(sig)).To(Succeed())
-			Expect(leader.WaitExit(ctx, 2*time.Second)).To(BeTrue())
-			soleLeader(others(agents, leader))
-			// The pod comes back, as kubelet restarts a container, with the same identity.
-			restarted := startAgent(leader.Pod, framework.AgentOptions{Timing: fastTiming})
-			for i := range agents {
-				if agents[i] == leader {
-					agents[i] = restarted
-				}
-			}
-			sampler.replace(leader, restarted)
+			sampler.replace(failOver(ctx, agents, sig))
 		}
 		rounds, violations := sampler.stop()
 		GinkgoWriter.Printf("sampled %d rounds of /leader across 6 failovers\n", rounds)

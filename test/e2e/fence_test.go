@@ -334,16 +334,7 @@ var _ = Describe("The fence", Serial, func() {
 			}()
 		}
 		for change := range 20 {
-			leader := soleLeader(agents)
-			Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
-			Expect(leader.WaitExit(ctx, 2*time.Second)).To(BeTrue())
-			soleLeader(others(agents, leader))
-			restarted := startAgent(leader.Pod, framework.AgentOptions{Timing: fastTiming})
-			for i := range agents {
-				if agents[i] == leader {
-					agents[i] = restarted
-				}
-			}
+			failOver(ctx, agents, syscall.SIGTERM)
 			if change < 19 || attempts.Load() < 1000 {
 				time.Sleep(150 * time.Millisecond)
 			}
