@@ -65,7 +65,7 @@ func (f *Fence) Guarded() admission.Handler {
 	})
 }
 
-// Leases guards the Leases leasegate manages (path /validate-leases).
+// LeaseWrites guards the Leases leasegate manages (path /validate-leases).
 func (f *Fence) LeaseWrites() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
