@@ -53,11 +53,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 	if result.Pod == nil {
 		return admission.Allowed(result.Skipped).WithWarnings(result.Warnings...), "skipped"
 	}
-	injected, err := json.Marshal(result.Pod)
-	if err != nil {
-		return admission.Errored(http.StatusInternalServerError, err), "error"
-	}
-	return admission.PatchResponseFromRaw(req.Object.Raw, injected), "injected"
+	return admission.Patched("", patch(pod, result.Pod)...), "injected"
 }
 
 // namespace looks the pod's namespace up in the cache. A namespace the cache has not seen yet (created a

@@ -61,42 +61,52 @@ func admissionRequest(t testing.TB, pod *corev1.Pod) admission.Request {
 // TestHandlerPatchReproducesInject applies the handler's JSON patch to the pod as the API server would,
 // and checks the result is exactly what the pure Inject produced for the golden files.
 func TestHandlerPatchReproducesInject(t *testing.T) {
+	classic := newTestHandler(t)
+	classic.Caps.NativeSidecars = false
+	t.Run("classic-sidecar.yaml on an API server without native sidecars", func(t *testing.T) {
+		checkPatchReproducesInject(t, classic, "classic-sidecar.yaml")
+	})
 	h := newTestHandler(t)
-	for _, input := range []string{"deployment-pod.yaml", "user-env.yaml", "init-containers.yaml", "start-leader.yaml", "port-collision.yaml"} {
-		t.Run(input, func(t *testing.T) {
-			pod := readPod(t, "testdata/"+input)
-			req := admissionRequest(t, pod)
-			resp := h.Handle(context.Background(), req)
-			if !resp.Allowed || len(resp.Patches) == 0 {
-				t.Fatalf("Handle() = allowed %t with %d patches, want an allowed patch", resp.Allowed, len(resp.Patches))
-			}
-			patch, err := json.Marshal(resp.Patches)
-			if err != nil {
-				t.Fatal(err)
-			}
-			decoded, err := jsonpatch.DecodePatch(patch)
-			if err != nil {
-				t.Fatal(err)
-			}
-			patched, err := decoded.Apply(req.Object.Raw)
-			if err != nil {
-				t.Fatalf("the patch does not apply: %v", err)
-			}
-			want, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
-				Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantJSON, _ := json.Marshal(want.Pod)
-			var got, expected any
-			_ = json.Unmarshal(patched, &got)
-			_ = json.Unmarshal(wantJSON, &expected)
-			gotJSON, _ := json.Marshal(got)
-			expectedJSON, _ := json.Marshal(expected)
-			if string(gotJSON) != string(expectedJSON) {
-				t.Errorf("patched pod differs from Inject's:\ngot  %s\nwant %s", gotJSON, expectedJSON)
-			}
-		})
+	for _, input := range []string{
+		"deployment-pod.yaml", "statefulset-pod.yaml", "bare-pod.yaml", "user-env.yaml", "init-containers.yaml",
+		"start-leader.yaml", "port-collision.yaml", "readiness-leader.yaml",
+	} {
+		t.Run(input, func(t *testing.T) { checkPatchReproducesInject(t, h, input) })
+	}
+}
+
+func checkPatchReproducesInject(t *testing.T, h *Handler, input string) {
+	pod := readPod(t, "testdata/"+input)
+	req := admissionRequest(t, pod)
+	resp := h.Handle(context.Background(), req)
+	if !resp.Allowed || len(resp.Patches) == 0 {
+		t.Fatalf("Handle() = allowed %t with %d patches, want an allowed patch", resp.Allowed, len(resp.Patches))
+	}
+	patch, err := json.Marshal(resp.Patches)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decoded, err := jsonpatch.DecodePatch(patch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	patched, err := decoded.Apply(req.Object.Raw)
+	if err != nil {
+		t.Fatalf("the patch does not apply: %v", err)
+	}
+	want, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
+		Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON, _ := json.Marshal(want.Pod)
+	var got, expected any
+	_ = json.Unmarshal(patched, &got)
+	_ = json.Unmarshal(wantJSON, &expected)
+	gotJSON, _ := json.Marshal(got)
+	expectedJSON, _ := json.Marshal(expected)
+	if string(gotJSON) != string(expectedJSON) {
+		t.Errorf("patched pod differs from Inject's:\ngot  %s\nwant %s", gotJSON, expectedJSON)
 	}
 }
 
