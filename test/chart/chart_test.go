@@ -14,6 +14,10 @@ import (
 	"strings"
 	"testing"
 
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+	"sigs.k8s.io/yaml"
+
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -205,5 +209,46 @@ func TestREADMEValuesReference(t *testing.T) {
 		if !slices.Contains(leaves, doc) {
 			t.Errorf("the README documents value %s, which values.schema.json does not have", doc)
 		}
+	}
+}
+
+// TestKustomizeBuildsTheSameInstall builds config/default as `kubectl apply -k` would and checks it holds
+// exactly the objects the chart renders by default (plus the namespace), all in leasegate-system.
+func TestKustomizeBuildsTheSameInstall(t *testing.T) {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
+		Run(filesys.MakeFsOnDisk(), filepath.Join(framework.RepoRoot(), "config", "default"))
+	if err != nil {
+		t.Fatalf("kustomize build config/default: %v", err)
+	}
+	var built []string
+	for _, r := range resources.Resources() {
+		built = append(built, r.GetKind()+" "+r.GetNamespace()+"/"+r.GetName())
+	}
+	rendered, err := tools(t).RenderChart(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"Namespace /" + namespace}
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		if strings.Contains(doc, "# Source: leasegate/templates/tests/") {
+			continue
+		}
+		var meta struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name, Namespace string
+			} `json:"metadata"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &meta); err != nil {
+			t.Fatal(err)
+		}
+		if meta.Kind != "" {
+			want = append(want, meta.Kind+" "+meta.Metadata.Namespace+"/"+meta.Metadata.Name)
+		}
+	}
+	slices.Sort(built)
+	slices.Sort(want)
+	if !slices.Equal(built, want) {
+		t.Errorf("kustomize build config/default =\n%s\nthe chart renders\n%s", strings.Join(built, "\n"), strings.Join(want, "\n"))
 	}
 }
