@@ -14,13 +14,12 @@ import (
 	"os"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/leasegate/leasegate/test/guardedwrite"
 )
 
 func main() {
@@ -53,7 +52,7 @@ func main() {
 				return
 			case <-time.After(200 * time.Millisecond):
 			}
-			if err := write(ctx, client, *namespace, name); err != nil {
+			if err := guardedwrite.ConfigMap(ctx, client, *namespace, name, hostname); err != nil {
 				fmt.Printf("%s %s denied: %v\n", writer, name, err)
 			} else {
 				fmt.Printf("%s %s allowed\n", writer, name)
@@ -70,16 +69,4 @@ func main() {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-}
-
-func write(ctx context.Context, c kubernetes.Interface, namespace, name string) error {
-	cm := &corev1.ConfigMap{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Data:       map[string]string{"at": time.Now().Format(time.RFC3339Nano)},
-	}
-	_, err := c.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
-	}
-	return err
 }

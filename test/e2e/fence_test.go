@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/guardedwrite"
 )
 
 // guardConfig fences ConfigMap writes by service account "worker" in namespace ns with the "worker" lease.
@@ -94,15 +95,8 @@ func clientFor(kubeconfig string) (kubernetes.Interface, *warnings) {
 	return kubernetes.NewForConfigOrDie(config), w
 }
 
-// writeConfigMap creates or updates a ConfigMap, the workload's guarded write.
-func writeConfigMap(ctx context.Context, c kubernetes.Interface, namespace, name, writer string) error {
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"writer": writer}}
-	_, err := c.CoreV1().ConfigMaps(namespace).Update(ctx, cm, metav1.UpdateOptions{})
-	if apierrors.IsNotFound(err) {
-		_, err = c.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
-	}
-	return err
-}
+// writeConfigMap is the workload's guarded write.
+var writeConfigMap = guardedwrite.ConfigMap
 
 // deniedEvents lists the LeaderGateDenied Events in namespace.
 func deniedEvents(ctx context.Context, namespace string) []string {
