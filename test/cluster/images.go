@@ -6,6 +6,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path"
 	"time"
@@ -50,7 +51,7 @@ func (i Image) Build() (v1.Image, error) {
 	if err := tw.Close(); err != nil {
 		return nil, err
 	}
-	l, err := tarball.LayerFromReader(bytes.NewReader(layer.Bytes()))
+	l, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(layer.Bytes())), nil })
 	if err != nil {
 		return nil, err
 	}
