@@ -5,6 +5,9 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
+	"net"
+	"net/http"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -128,7 +131,9 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 	It("gets its serving certificate from the real cert-manager, which injects the CA into both webhook configurations", func(ctx SpecContext) {
 		a := newApplier(cp)
-		for _, obj := range chartObjects(tools) {
+		// Installed with guards, which the next spec needs: the config webhook cannot be reached here to
+		// admit an edit later.
+		for _, obj := range chartObjects(tools, strictFenceValues()) {
 			Expect(a.apply(ctx, obj, false)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 		}
 		dir := GinkgoT().TempDir()
@@ -187,7 +192,86 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			}
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 	})
+
+	It("runs leasegate-webhook with exactly the RBAC the chart grants: caches, leader election, provisioning, guard rules", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		kubeconfig, err := cp.UnboundToken(ctx, chartNamespace, "leasegate-webhook", dir)
+		Expect(err).NotTo(HaveOccurred())
+		secret, err := cp.Client.CoreV1().Secrets(chartNamespace).Get(ctx, "leasegate-webhook-tls", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		certDir := filepath.Join(dir, "certs")
+		Expect(os.MkdirAll(certDir, 0o700)).To(Succeed())
+		for _, key := range []string{"tls.crt", "tls.key"} {
+			Expect(os.WriteFile(filepath.Join(certDir, key), secret.Data[key], 0o600)).To(Succeed())
+		}
+		binary, err := framework.BuildWebhook(dir)
+		Expect(err).NotTo(HaveOccurred())
+		ports := make([]int, 2)
+		for i := range ports {
+			l, err := net.Listen("tcp", "127.0.0.1:0")
+			Expect(err).NotTo(HaveOccurred())
+			ports[i] = l.Addr().(*net.TCPAddr).Port
+			Expect(l.Close()).To(Succeed())
+		}
+		p, err := framework.StartProcess(exec.Command(binary, "--kubeconfig="+kubeconfig, "--namespace="+chartNamespace,
+			"--cert-dir="+certDir, fmt.Sprintf("--webhook-port=%d", ports[0]),
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]), "--metrics-bind-address=0"))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			p.Terminate(10 * time.Second)
+			if CurrentSpecReport().Failed() {
+				AddReportEntry("leasegate-webhook logs", p.Logs())
+			}
+		})
+
+		By("becoming ready: every cache listed, the guarded leases included")
+		Eventually(func() (int, error) {
+			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
+			if err != nil {
+				return 0, err
+			}
+			resp.Body.Close()
+			return resp.StatusCode, nil
+		}).WithTimeout(30 * time.Second).WithPolling(200 * time.Millisecond).Should(Equal(http.StatusOK))
+
+		By("keeping the guarded webhook's rules in step with the guards")
+		Eventually(func(g Gomega) {
+			vwc, err := cp.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(vwc.Webhooks[0].Rules).To(ContainElements(
+				HaveField("Resources", ContainElement("deployments")), HaveField("Resources", ContainElement("jobs"))))
+			g.Expect(vwc.Webhooks[0].ClientConfig.CABundle).To(Equal(secret.Data["ca.crt"]), "cert-manager's caBundle untouched")
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+
+		By("provisioning the Lease and RBAC of an injected pod")
+		_, err = cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = cp.Client.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "orders-0", Labels: map[string]string{"leasegate.io/injected": "true"},
+				Annotations: map[string]string{"leasegate.io/status": `{"lease":"orders","sidecar":"native","port":9440}`},
+			},
+			Spec: corev1.PodSpec{ServiceAccountName: "orders", Containers: []corev1.Container{{Name: "app", Image: "registry.example/orders:1"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			role, err := cp.Client.RbacV1().Roles("shop").Get(ctx, "leasegate-orders", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(role.Rules[0].ResourceNames).To(Equal([]string{"orders"}))
+			_, err = cp.Client.RbacV1().RoleBindings("shop").Get(ctx, "leasegate-orders", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			lease, err := cp.Client.CoordinationV1().Leases("shop").Get(ctx, "orders", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(lease.Labels).To(HaveKeyWithValue("leasegate.io/managed", "true"))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		Expect(p.Logs()).NotTo(ContainSubstring("forbidden"), "the chart's RBAC must cover everything leasegate-webhook does")
+	})
 })
+
+// strictFenceValues is the chart test's values file with guards.
+func strictFenceValues() string {
+	return filepath.Join(framework.RepoRoot(), "test", "chart", "testdata", "values", "strict-fence.yaml")
+}
 
 var certificatesResource = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
 
