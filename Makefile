@@ -34,6 +34,10 @@ build: ## Build leasegate-agent and leasegate-webhook into bin/.
 .PHONY: controlplane
 controlplane: $(CONTROLPLANE_DEP) ## Build kube-apiserver and etcd from the Go module proxy into bin/ (cached).
 
+.PHONY: cluster-binaries
+cluster-binaries: ## Also build kube-controller-manager, kube-scheduler, kubelet and kube-proxy (for the real-cluster suite).
+	BIN_DIR=$(BIN) COMPONENTS="kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy" hack/build-controlplane.sh >/dev/null
+
 $(CONTROLPLANE_DIR)/kube-apiserver: hack/versions.env hack/build-controlplane.sh
 	BIN_DIR=$(BIN) hack/build-controlplane.sh >/dev/null
 	@touch $@

@@ -3,6 +3,9 @@
 # directory envtest reads through KUBEBUILDER_ASSETS. Nothing is downloaded as a release binary: machines
 # that run leasegate's tests are often offline except for a Go module proxy.
 #
+# COMPONENTS names the Kubernetes binaries to build (default: kube-apiserver); the real-cluster suite adds
+# kube-controller-manager, kube-scheduler, kubelet and kube-proxy (`make cluster-binaries`).
+#
 # A second run is a no-op: each binary is rebuilt only when it is missing or reports another version.
 set -euo pipefail
 
@@ -16,13 +19,15 @@ dest=$(cd "$dest" && pwd)
 
 log() { printf '[controlplane] %s\n' "$*" >&2; }
 
-build_apiserver() {
-  local out="$dest/kube-apiserver"
+# build_component <name>: one binary of k8s.io/kubernetes/cmd/<name>, with the version stamped in.
+build_component() {
+  local component=$1
+  local out="$dest/$component"
   if [[ -x $out ]] && "$out" --version 2>/dev/null | grep -qx "Kubernetes ${KUBERNETES_VERSION}"; then
-    log "kube-apiserver ${KUBERNETES_VERSION} is cached"
+    log "$component ${KUBERNETES_VERSION} is cached"
     return
   fi
-  log "building kube-apiserver ${KUBERNETES_VERSION} from the Go module proxy (about 5 min cold)"
+  log "building $component ${KUBERNETES_VERSION} from the Go module proxy (kube-apiserver takes about 5 min cold, the others about 1 min each after it)"
   local work
   work=$(mktemp -d)
   trap 'rm -rf "$work"' RETURN
@@ -41,13 +46,7 @@ build_apiserver() {
     # its repository those replacements must point at the published modules of the same release.
     sed -n 's#^\s*\(k8s.io/[a-z0-9-]*\) => ./staging/.*#replace \1 => \1 '"$staging"'#p' "$upstream_mod"
   } >"$work/go.mod"
-  cat >"$work/tools.go" <<'GO'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-GO
+  printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$component" >"$work/tools.go"
   (
     cd "$work"
     GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
@@ -56,9 +55,9 @@ GO
       -X $pkg.gitVersion=${KUBERNETES_VERSION} \
       -X $pkg.gitMajor=$(cut -d. -f1 <<<"${KUBERNETES_VERSION#v}") \
       -X $pkg.gitMinor=$(cut -d. -f2 <<<"${KUBERNETES_VERSION}") \
-      -X $pkg.gitTreeState=clean" k8s.io/kubernetes/cmd/kube-apiserver
+      -X $pkg.gitTreeState=clean" "k8s.io/kubernetes/cmd/$component"
   )
-  log "kube-apiserver: $("$out" --version)"
+  log "$component: $("$out" --version)"
 }
 
 build_etcd() {
@@ -88,5 +87,7 @@ GO
 }
 
 build_etcd
-build_apiserver
+for component in ${COMPONENTS:-kube-apiserver}; do
+  build_component "$component"
+done
 echo "$dest"
