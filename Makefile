@@ -62,6 +62,13 @@ test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a r
 e2e: $(CONTROLPLANE_DEP) $(HELM) ## Only the Ginkgo e2e suite, verbose.
 	$(GO) test -v -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
 
+.PHONY: e2e-cluster
+e2e-cluster: cluster-binaries ## As root: a real single-node cluster (kubelet, containerd, kube-proxy) runs a pod, then is torn down.
+	@missing=""; for p in containerd runc iptables conntrack; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	  [ -x /usr/lib/cni/bridge ] || missing="$$missing containernetworking-plugins"; \
+	  if [ -n "$$missing" ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; fi
+	$(GO) test -count=1 -timeout 20m -v ./test/cluster -cluster
+
 .PHONY: bench
 bench: $(CONTROLPLANE_DEP) ## Go benchmarks of the hot paths, the failover table (20 runs each, agent RSS), the fence under load.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...

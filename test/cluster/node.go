@@ -1,0 +1,355 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+// Addresses of the node. Everything stays on this machine: the bridge is the harness's own, pods get
+// routes only to it and to the service range, and nothing is masqueraded.
+const (
+	NodeName    = "leasegate-node"
+	bridge      = "lc0"
+	gateway     = "10.88.0.1"
+	podCIDR     = "10.88.0.0/16"
+	serviceCIDR = "10.96.0.0/16"
+	serviceIP   = "10.96.0.1"
+	apiPort     = 6443
+)
+
+// Node is a whole single-node cluster on this machine: etcd, kube-apiserver, kube-controller-manager,
+// kube-scheduler, containerd, kubelet and kube-proxy, each with its state under Dir.
+type Node struct {
+	Dir    string
+	Config *rest.Config // system:masters
+	Client kubernetes.Interface
+
+	socket    string
+	processes []*framework.Process
+}
+
+// StartNode brings the cluster up and waits until the node is Ready. binaries is the directory of the
+// Kubernetes and etcd binaries (`make cluster-binaries`). Stop tears everything down, also after a failed
+// start.
+func StartNode(ctx context.Context, binaries string) (*Node, error) {
+	dir, err := os.MkdirTemp("", "leasegate-cluster-")
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{Dir: dir, socket: filepath.Join(dir, "containerd.sock")}
+	if err := n.start(ctx, binaries); err != nil {
+		logs := n.Logs()
+		n.Stop()
+		return nil, fmt.Errorf("%w\n%s", err, logs)
+	}
+	return n, nil
+}
+
+func (n *Node) start(ctx context.Context, binaries string) error {
+	bin := func(name string) string { return filepath.Join(binaries, name) }
+	path := func(parts ...string) string { return filepath.Join(append([]string{n.Dir}, parts...)...) }
+	for _, d := range []string{"etcd", "containerd/root", "containerd/state", "cni", "cni-ipam", "kubelet", "pod-logs"} {
+		if err := os.MkdirAll(path(d), 0o755); err != nil {
+			return err
+		}
+	}
+	if err := pki(n.Dir, []net.IP{net.ParseIP("127.0.0.1"), net.ParseIP(gateway), net.ParseIP(serviceIP)},
+		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}); err != nil {
+		return err
+	}
+	// Static tokens: no PKI toolchain needed for the components' identities.
+	users := map[string]string{
+		"admin":     `admin-token,admin,admin,"system:masters"`,
+		"kubelet":   `kubelet-token,system:node:` + NodeName + `,kubelet,"system:nodes"`,
+		"proxy":     `proxy-token,system:kube-proxy,kube-proxy`,
+		"manager":   `manager-token,system:kube-controller-manager,kube-controller-manager`,
+		"scheduler": `scheduler-token,system:kube-scheduler,kube-scheduler`,
+	}
+	var tokens []string
+	for name, line := range users {
+		tokens = append(tokens, line)
+		if err := n.writeKubeconfig(path(name+".kubeconfig"), strings.Split(line, ",")[0]); err != nil {
+			return err
+		}
+	}
+	if err := os.WriteFile(path("tokens.csv"), []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
+		return err
+	}
+	if err := run("ip", "link", "add", bridge, "type", "bridge"); err != nil {
+		return err
+	}
+	if err := run("ip", "addr", "add", gateway+"/16", "dev", bridge); err != nil {
+		return err
+	}
+	if err := run("ip", "link", "set", bridge, "up"); err != nil {
+		return err
+	}
+
+	if err := n.spawn(bin("etcd"), "--data-dir", path("etcd"),
+		"--listen-client-urls", "http://127.0.0.1:12379", "--advertise-client-urls", "http://127.0.0.1:12379",
+		"--listen-peer-urls", "http://127.0.0.1:12380"); err != nil {
+		return err
+	}
+	if err := n.spawn(bin("kube-apiserver"), "--etcd-servers", "http://127.0.0.1:12379",
+		"--secure-port", fmt.Sprint(apiPort), "--advertise-address", gateway,
+		"--service-cluster-ip-range", serviceCIDR, "--allow-privileged=true",
+		"--tls-cert-file", path("server.crt"), "--tls-private-key-file", path("server.key"),
+		"--token-auth-file", path("tokens.csv"), "--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", path("sa.pub"),
+		"--service-account-signing-key-file", path("sa.key"),
+		// Webhooks are called at their endpoints (pod IPs on the bridge), not through cluster networking.
+		"--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"); err != nil {
+		return err
+	}
+	admin, err := clientcmd.BuildConfigFromFlags("", path("admin.kubeconfig"))
+	if err != nil {
+		return err
+	}
+	n.Config, n.Client = admin, kubernetes.NewForConfigOrDie(admin)
+	if err := poll(ctx, 60*time.Second, func() error {
+		_, err := n.Client.Discovery().ServerVersion()
+		return err
+	}); err != nil {
+		return fmt.Errorf("kube-apiserver did not come up: %w", err)
+	}
+	if err := n.spawn(bin("kube-controller-manager"), "--kubeconfig", path("manager.kubeconfig"),
+		"--service-account-private-key-file", path("sa.key"), "--root-ca-file", path("ca.crt"),
+		"--controllers", "*,-nodeipam", "--leader-elect=false", "--use-service-account-credentials=true"); err != nil {
+		return err
+	}
+	if err := n.spawn(bin("kube-scheduler"), "--kubeconfig", path("scheduler.kubeconfig"), "--leader-elect=false"); err != nil {
+		return err
+	}
+
+	if err := os.WriteFile(path("containerd.toml"), []byte(fmt.Sprintf(`version = 2
+root = %q
+state = %q
+[grpc]
+  address = %q
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "registry.k8s.io/pause:3.6"
+  # This VM refuses a negative oom_score_adj, which runc otherwise sets for every sandbox.
+  restrict_oom_score_adj = true
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = %q
+  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+    runtime_type = "io.containerd.runc.v2"
+`, path("containerd/root"), path("containerd/state"), n.socket, path("cni"))), 0o644); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path("cni", "10-leasegate.conflist"), []byte(fmt.Sprintf(`{
+  "cniVersion": "0.4.0", "name": "leasegate",
+  "plugins": [{
+    "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
+    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
+             "routes": [{"dst": %q}], "dataDir": %q}
+  }]
+}`, bridge, podCIDR, gateway, serviceCIDR, path("cni-ipam"))), 0o644); err != nil {
+		return err
+	}
+	if err := n.spawn("containerd", "--config", path("containerd.toml")); err != nil {
+		return err
+	}
+	if err := poll(ctx, 30*time.Second, func() error { return n.ctr("version") }); err != nil {
+		return fmt.Errorf("containerd did not come up: %w", err)
+	}
+	if err := n.importPause(); err != nil {
+		return err
+	}
+
+	if err := os.WriteFile(path("kubelet.yaml"), []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+cgroupDriver: cgroupfs
+failSwapOn: false
+failCgroupV1: false
+containerRuntimeEndpoint: unix://%s
+podLogsDir: %s
+address: %s
+readOnlyPort: 0
+authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
+authorization: {mode: AlwaysAllow}
+`, n.socket, path("pod-logs"), gateway)), 0o644); err != nil {
+		return err
+	}
+	if err := n.spawn(bin("kubelet"), "--kubeconfig", path("kubelet.kubeconfig"), "--config", path("kubelet.yaml"),
+		"--root-dir", path("kubelet"), "--node-ip", gateway, "--hostname-override", NodeName); err != nil {
+		return err
+	}
+	if err := n.spawn(bin("kube-proxy"), "--kubeconfig", path("proxy.kubeconfig"), "--proxy-mode", "iptables",
+		"--hostname-override", NodeName, "--cluster-cidr", podCIDR, "--conntrack-max-per-core", "0"); err != nil {
+		return err
+	}
+	return poll(ctx, 120*time.Second, func() error {
+		node, err := n.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		// Ready, and schedulable: the node lifecycle controller lifts its not-ready taint.
+		if len(node.Spec.Taints) > 0 {
+			return fmt.Errorf("node tainted %v", node.Spec.Taints)
+		}
+		for _, c := range node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue {
+				return nil
+			}
+		}
+		return errors.New("node not Ready")
+	})
+}
+
+// importPause builds the sandbox image (containerd 1.6's default name) and imports it: nothing can be
+// pulled here.
+func (n *Node) importPause() error {
+	binary := filepath.Join(n.Dir, "pause")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binary, "./test/cluster/pause")
+	build.Dir = framework.RepoRoot()
+	build.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		return fmt.Errorf("building pause: %w\n%s", err, out)
+	}
+	return n.Import(Image{Ref: "registry.k8s.io/pause:3.6", Binary: binary})
+}
+
+// Import makes images available to the node's pods (with imagePullPolicy Never or IfNotPresent).
+func (n *Node) Import(images ...Image) error {
+	archive := filepath.Join(n.Dir, fmt.Sprintf("images-%d.tar", time.Now().UnixNano()))
+	if err := WriteArchive(archive, images...); err != nil {
+		return err
+	}
+	return n.ctr("images", "import", archive)
+}
+
+func (n *Node) ctr(args ...string) error {
+	return run("ctr", append([]string{"--address", n.socket, "--namespace", "k8s.io"}, args...)...)
+}
+
+func (n *Node) spawn(binary string, args ...string) error {
+	cmd := exec.Command(binary, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p, err := framework.StartProcess(cmd)
+	if err != nil {
+		return err
+	}
+	n.processes = append(n.processes, p)
+	return nil
+}
+
+// Logs returns every component's output, for a failed test's report.
+func (n *Node) Logs() string {
+	var b strings.Builder
+	for _, p := range n.processes {
+		fmt.Fprintf(&b, "--- pid %d ---\n%s\n", p.Pid(), lastLines(p.Logs(), 40))
+	}
+	return b.String()
+}
+
+// Stop tears the cluster down and leaves the machine as it found it: containers, processes, kube-proxy's
+// and kubelet's iptables chains, mounts, the bridge, cgroups and state.
+func (n *Node) Stop() {
+	if n.socket != "" {
+		if out, err := exec.Command("ctr", "--address", n.socket, "--namespace", "k8s.io", "tasks", "list", "-q").Output(); err == nil {
+			for _, id := range strings.Fields(string(out)) {
+				_ = n.ctr("tasks", "kill", "--signal", "SIGKILL", id)
+			}
+		}
+	}
+	for i := len(n.processes) - 1; i >= 0; i-- {
+		n.processes[i].Terminate(10 * time.Second)
+	}
+	// kube-proxy's and kubelet's chains all start with KUBE-; dropping every line that names one and
+	// restoring the rest removes them and the jumps to them, and nothing else.
+	for _, tool := range []string{"iptables", "ip6tables"} {
+		_ = run("sh", "-c", tool+"-save | grep -v -- KUBE- | "+tool+"-restore")
+	}
+	if out, err := os.ReadFile("/proc/mounts"); err == nil {
+		lines := strings.Split(string(out), "\n")
+		for i := len(lines) - 1; i >= 0; i-- {
+			if fields := strings.Fields(lines[i]); len(fields) > 1 && strings.HasPrefix(fields[1], n.Dir) {
+				_ = syscall.Unmount(fields[1], syscall.MNT_DETACH)
+			}
+		}
+	}
+	_ = run("ip", "link", "del", bridge)
+	removeCgroups("/sys/fs/cgroup")
+	_ = os.RemoveAll(n.Dir)
+}
+
+// removeCgroups removes the kubepods hierarchies kubelet made, deepest first.
+func removeCgroups(root string) {
+	controllers, _ := os.ReadDir(root)
+	for _, c := range controllers {
+		var dirs []string
+		_ = filepath.WalkDir(filepath.Join(root, c.Name(), "kubepods"), func(p string, d os.DirEntry, err error) error {
+			if err == nil && d.IsDir() {
+				dirs = append(dirs, p)
+			}
+			return nil
+		})
+		for i := len(dirs) - 1; i >= 0; i-- {
+			_ = os.Remove(dirs[i])
+		}
+	}
+}
+
+func (n *Node) writeKubeconfig(file, token string) error {
+	ca, err := os.ReadFile(filepath.Join(n.Dir, "ca.crt"))
+	if err != nil {
+		return err
+	}
+	config := clientcmdapi.NewConfig()
+	config.Clusters["node"] = &clientcmdapi.Cluster{Server: fmt.Sprintf("https://127.0.0.1:%d", apiPort), CertificateAuthorityData: ca}
+	config.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	config.Contexts["node"] = &clientcmdapi.Context{Cluster: "node", AuthInfo: "user"}
+	config.CurrentContext = "node"
+	return clientcmd.WriteToFile(*config, file)
+}
+
+func run(name string, args ...string) error {
+	if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		return fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func poll(ctx context.Context, timeout time.Duration, check func() error) error {
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = check(); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+	return err
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
