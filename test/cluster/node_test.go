@@ -2,12 +2,17 @@ package cluster
 
 import (
 	"context"
+	"errors"
 	"flag"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -84,4 +89,173 @@ func (e *podNotRunning) Error() string {
 		}
 	}
 	return msg
+}
+
+// TestLeasegateOnTheNode installs leasegate with Helm, as the README says, into the real node, with a
+// certificate of its own (the chart's bring-your-own path), and checks a labelled namespace's Deployment
+// gets native-sidecar agents that elect exactly one leader named <pod>_<uid>.
+func TestLeasegateOnTheNode(t *testing.T) {
+	if !*realCluster {
+		t.Skip("needs -cluster: root, containerd and the cluster binaries (make e2e-cluster)")
+	}
+	tools, err := framework.FindTools()
+	if err != nil {
+		t.Fatal(err)
+	}
+	versions, err := framework.PinnedVersions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	node, err := StartNode(ctx, filepath.Join(framework.RepoRoot(), "bin", "controlplane", versions["KUBERNETES_VERSION"]+"-"+versions["ETCD_VERSION"]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer node.Stop()
+	fail := func(format string, args ...any) {
+		t.Helper()
+		t.Fatalf(format+"\n%s", append(args, node.Logs())...)
+	}
+
+	dir := t.TempDir()
+	agent, err := framework.BuildAgent(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	webhook, err := framework.BuildWebhook(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	workload := filepath.Join(dir, "workload")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", workload, "./test/workload")
+	build.Dir, build.Env = framework.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	if err := node.Import(
+		Image{Ref: "ghcr.io/leasegate/leasegate-agent:v0.1.0", Binary: agent},
+		Image{Ref: "ghcr.io/leasegate/leasegate-webhook:v0.1.0", Binary: webhook},
+		Image{Ref: "leasegate.local/workload:test", Binary: workload},
+	); err != nil {
+		t.Fatal(err)
+	}
+
+	const ns = "leasegate-system"
+	cert, err := ServingCertificate("leasegate-webhook", nil, []string{"leasegate-webhook." + ns + ".svc"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Client.CoreV1().Secrets(ns).Create(ctx, &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Name: "leasegate-webhook-tls"}, Type: corev1.SecretTypeTLS,
+		Data: map[string][]byte{"tls.crt": cert.Cert, "tls.key": cert.Key},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	values := filepath.Join(dir, "values.yaml")
+	if err := os.WriteFile(values, []byte(`image:
+  webhook: {pullPolicy: Never}
+  agent: {pullPolicy: Never}
+certificates:
+  certManager: {enabled: false}
+  existingSecret: leasegate-webhook-tls
+  caBundle: |
+`+indent(string(cert.CA), "    ")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := tools.InstallChart(filepath.Join(node.Dir, "admin.kubeconfig"), ns, values); err != nil {
+		t.Fatalf("helm install: %v\n%s", err, out)
+	}
+	if err := poll(ctx, 90*time.Second, func() error {
+		d, err := node.Client.AppsV1().Deployments(ns).Get(ctx, "leasegate-webhook", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if d.Status.ReadyReplicas < 2 {
+			return fmt.Errorf("%d of 2 webhook replicas ready", d.Status.ReadyReplicas)
+		}
+		return nil
+	}); err != nil {
+		fail("leasegate-webhook: %v", err)
+	}
+
+	const app = "shop"
+	if _, err := node.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: app, Labels: map[string]string{"leasegate.io/inject": "enabled"},
+	}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	labels := map[string]string{"app.kubernetes.io/name": "orders"}
+	if _, err := node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](3),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "orders", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
+				}}},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var pods []corev1.Pod
+	if err := poll(ctx, 90*time.Second, func() error {
+		list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		pods = list.Items
+		running := 0
+		for _, p := range pods {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		if running < 3 {
+			msg := fmt.Sprintf("%d of 3 pods running", running)
+			for _, p := range pods {
+				msg += "; " + p.Name + ": " + (&podNotRunning{p.Status}).Error()
+			}
+			return errors.New(msg)
+		}
+		return nil
+	}); err != nil {
+		fail("orders: %v", err)
+	}
+	identities := map[string]bool{}
+	for _, p := range pods {
+		if len(p.Spec.InitContainers) == 0 || p.Spec.InitContainers[0].Name != "leasegate-agent" ||
+			p.Spec.InitContainers[0].RestartPolicy == nil || *p.Spec.InitContainers[0].RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			t.Errorf("pod %s has no native-sidecar agent: %+v", p.Name, p.Spec.InitContainers)
+		}
+		identities[p.Name+"_"+string(p.UID)] = true
+	}
+	var holder string
+	if err := poll(ctx, 30*time.Second, func() error {
+		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "orders", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		holder = ptr.Deref(l.Spec.HolderIdentity, "")
+		if !identities[holder] {
+			return fmt.Errorf("lease holder %q is none of the pods", holder)
+		}
+		return nil
+	}); err != nil {
+		fail("election: %v", err)
+	}
+	t.Logf("lease shop/orders held by %s", holder)
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
 }

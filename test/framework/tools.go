@@ -61,6 +61,12 @@ func (t *Tools) LintChart(valuesFiles ...string) ([]byte, error) {
 	return t.helm(args...)
 }
 
+// InstallChart runs `helm install leasegate charts/leasegate` into namespace of the cluster kubeconfig
+// points at, with the values in valuesFile: the README's install.
+func (t *Tools) InstallChart(kubeconfig, namespace, valuesFile string) ([]byte, error) {
+	return t.helm("install", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--values", valuesFile)
+}
+
 func (t *Tools) helm(args ...string) ([]byte, error) {
 	cmd := exec.Command(t.Helm, args...)
 	// Keep helm away from the user's own configuration and caches.
