@@ -52,7 +52,7 @@ func TestNodeRunsAPod(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "sleeper"},
 		Spec: corev1.PodSpec{
 			AutomountServiceAccountToken: ptr.To(false),
-			Containers: []corev1.Container{{Name: "sleeper", Image: "leasegate.local/sleeper:test", ImagePullPolicy: corev1.PullNever}},
+			Containers:                   []corev1.Container{{Name: "sleeper", Image: "leasegate.local/sleeper:test", ImagePullPolicy: corev1.PullNever}},
 		},
 	}, metav1.CreateOptions{})
 	if err != nil {
