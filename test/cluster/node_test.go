@@ -14,6 +14,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -250,6 +251,63 @@ certificates:
 		fail("election: %v", err)
 	}
 	t.Logf("lease shop/orders held by %s", holder)
+
+	// The fence: every replica writes; only the leader's writes land.
+	if _, err := node.Client.RbacV1().Roles(app).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Client.RbacV1().RoleBindings(app).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "orders-app"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: app, Name: "default"}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	cm, err := node.Client.CoreV1().ConfigMaps(ns).Get(ctx, "leasegate-config", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data["config.yaml"] += "guards:\n- name: orders\n  lease: orders\n  resources: [{group: \"\", resources: [configmaps]}]\n"
+	cm.Data["config.yaml"] = strings.Replace(cm.Data["config.yaml"], "guards: []\n", "", 1)
+	if _, err := node.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatalf("the guard edit, admitted by leasegate's own config webhook through its Service: %v", err)
+	}
+	leader := strings.SplitN(holder, "_", 2)[0]
+	if err := poll(ctx, 30*time.Second, func() error {
+		for _, p := range pods {
+			logs, err := node.Client.CoreV1().Pods(app).GetLogs(p.Name, &corev1.PodLogOptions{Container: "orders", TailLines: ptr.To[int64](1)}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			last := strings.TrimSpace(string(logs))
+			if p.Name == leader && !strings.HasSuffix(last, "allowed") {
+				return fmt.Errorf("leader %s: %s", p.Name, last)
+			}
+			if p.Name != leader && !strings.Contains(last, "denied: admission webhook \"guarded.leasegate.io\" denied the request: leasegate: pod "+app+"/"+p.Name) {
+				return fmt.Errorf("follower %s: %s", p.Name, last)
+			}
+		}
+		return nil
+	}); err != nil {
+		fail("the fence in the cluster: %v", err)
+	}
+	events, err := node.Client.EventsV1().Events(app).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	denied := 0
+	for _, e := range events.Items {
+		if e.Reason == "LeaderGateDenied" {
+			denied++
+		}
+	}
+	if denied == 0 {
+		t.Errorf("no LeaderGateDenied Event in %s", app)
+	}
+	t.Logf("followers fenced, %d LeaderGateDenied Events", denied)
 }
 
 func indent(s, prefix string) string {
