@@ -308,6 +308,31 @@ certificates:
 		t.Errorf("no LeaderGateDenied Event in %s", app)
 	}
 	t.Logf("followers fenced, %d LeaderGateDenied Events", denied)
+
+	// kubectl delete pod of the leader: kubelet stops the app, then the agent, which releases the lease.
+	deleted := time.Now()
+	if err := node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var next string
+	if err := poll(ctx, 30*time.Second, func() error {
+		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "orders", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		next = ptr.Deref(l.Spec.HolderIdentity, "")
+		if next == "" || next == holder {
+			return fmt.Errorf("holder still %q", next)
+		}
+		return nil
+	}); err != nil {
+		fail("handover after kubectl delete pod: %v", err)
+	}
+	handover := time.Since(deleted)
+	t.Logf("kubectl delete pod %s: %s leads %s later", leader, next, handover.Round(time.Millisecond))
+	if budget := 15 * time.Second; handover >= budget {
+		t.Errorf("handover took %s: the agent did not release the lease (the lease would have expired at about %s)", handover, budget)
+	}
 }
 
 func indent(s, prefix string) string {
