@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/test/framework"
@@ -333,6 +334,59 @@ certificates:
 	if budget := 15 * time.Second; handover >= budget {
 		t.Errorf("handover took %s: the agent did not release the lease (the lease would have expired at about %s)", handover, budget)
 	}
+
+	// readiness: leader: only the leader is Ready, so the Service's endpoints are the leader alone.
+	activeLabels := map[string]string{"app.kubernetes.io/name": "gateway"}
+	if _, err := node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "gateway"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: activeLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: activeLabels, Annotations: map[string]string{"leasegate.io/readiness": "leader"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "gateway", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
+					Args: []string{"--configmap", "gateway-output"},
+				}}},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := node.Client.CoreV1().Services(app).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "gateway"},
+		Spec:       corev1.ServiceSpec{Selector: activeLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9440)}}},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 60*time.Second, func() error {
+		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "gateway", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		leaderPod := strings.SplitN(ptr.Deref(l.Spec.HolderIdentity, ""), "_", 2)[0]
+		slices, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=gateway"})
+		if err != nil {
+			return err
+		}
+		var ready []string
+		total := 0
+		for _, slice := range slices.Items {
+			for _, e := range slice.Endpoints {
+				total++
+				if ptr.Deref(e.Conditions.Ready, false) && e.TargetRef != nil {
+					ready = append(ready, e.TargetRef.Name)
+				}
+			}
+		}
+		if total != 2 || len(ready) != 1 || ready[0] != leaderPod {
+			return fmt.Errorf("%d endpoints, ready %v, leader %q", total, ready, leaderPod)
+		}
+		return nil
+	}); err != nil {
+		fail("readiness: leader: %v", err)
+	}
+	t.Log("readiness: leader: the Service's only ready endpoint is the leader")
 }
 
 func indent(s, prefix string) string {
