@@ -273,8 +273,15 @@ certificates:
 	}
 	cm.Data["config.yaml"] += "guards:\n- name: orders\n  lease: orders\n  resources: [{group: \"\", resources: [configmaps]}]\n"
 	cm.Data["config.yaml"] = strings.Replace(cm.Data["config.yaml"], "guards: []\n", "", 1)
-	if _, err := node.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+	cm, err = node.Client.CoreV1().ConfigMaps(ns).Update(ctx, cm, metav1.UpdateOptions{})
+	if err != nil {
 		t.Fatalf("the guard edit, admitted by leasegate's own config webhook through its Service: %v", err)
+	}
+	bad := cm.DeepCopy()
+	bad.Data["config.yaml"] += "missingPodIdentity: sometimes\n"
+	if _, err := node.Client.CoreV1().ConfigMaps(ns).Update(ctx, bad, metav1.UpdateOptions{}); err == nil ||
+		!strings.Contains(err.Error(), `admission webhook "config.leasegate.io" denied the request: leasegate-config is invalid and was not saved: missingPodIdentity: Unsupported value: "sometimes"`) {
+		t.Errorf("a bad edit of leasegate-config must be refused with its field path, got %v", err)
 	}
 	leader := strings.SplitN(holder, "_", 2)[0]
 	if err := poll(ctx, 30*time.Second, func() error {
@@ -387,6 +394,53 @@ certificates:
 		fail("readiness: leader: %v", err)
 	}
 	t.Log("readiness: leader: the Service's only ready endpoint is the leader")
+
+	// start: leader: a follower's app container does not start until its pod leads.
+	startLabels := map[string]string{"app.kubernetes.io/name": "scheduler"}
+	if _, err := node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "scheduler"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To[int32](2),
+			Selector: &metav1.LabelSelector{MatchLabels: startLabels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: startLabels, Annotations: map[string]string{"leasegate.io/start": "leader"}},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: "scheduler", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
+					Args: []string{"--configmap", "scheduler-output"},
+				}}},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := poll(ctx, 60*time.Second, func() error {
+		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "scheduler", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		leaderPod := strings.SplitN(ptr.Deref(l.Spec.HolderIdentity, ""), "_", 2)[0]
+		list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=scheduler"})
+		if err != nil {
+			return err
+		}
+		var started, waiting []string
+		for _, p := range list.Items {
+			for _, c := range p.Status.ContainerStatuses {
+				if c.Name == "scheduler" && c.State.Running != nil {
+					started = append(started, p.Name)
+				} else if c.Name == "scheduler" {
+					waiting = append(waiting, p.Name)
+				}
+			}
+		}
+		if len(started) != 1 || started[0] != leaderPod || len(waiting) != 1 {
+			return fmt.Errorf("app started in %v, waiting in %v, leader %q", started, waiting, leaderPod)
+		}
+		return nil
+	}); err != nil {
+		fail("start: leader: %v", err)
+	}
+	t.Log("start: leader: only the leader's app container started")
 }
 
 func indent(s, prefix string) string {
