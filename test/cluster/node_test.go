@@ -189,22 +189,7 @@ certificates:
 	}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	labels := map[string]string{"app.kubernetes.io/name": "orders"}
-	if _, err := node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](3),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "orders", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
-				}}},
-			},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deployWorkload(t, node, app, "orders", 3, nil)
 	var pods []corev1.Pod
 	if err := poll(ctx, 90*time.Second, func() error {
 		list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{})
@@ -343,26 +328,10 @@ certificates:
 	}
 
 	// readiness: leader: only the leader is Ready, so the Service's endpoints are the leader alone.
-	activeLabels := map[string]string{"app.kubernetes.io/name": "gateway"}
-	if _, err := node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "gateway"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: activeLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: activeLabels, Annotations: map[string]string{"leasegate.io/readiness": "leader"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "gateway", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
-					Args: []string{"--configmap", "gateway-output"},
-				}}},
-			},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deployWorkload(t, node, app, "gateway", 2, map[string]string{"leasegate.io/readiness": "leader"})
 	if _, err := node.Client.CoreV1().Services(app).Create(ctx, &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{Name: "gateway"},
-		Spec:       corev1.ServiceSpec{Selector: activeLabels, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9440)}}},
+		Spec:       corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "gateway"}, Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(9440)}}},
 	}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -396,23 +365,7 @@ certificates:
 	t.Log("readiness: leader: the Service's only ready endpoint is the leader")
 
 	// start: leader: a follower's app container does not start until its pod leads.
-	startLabels := map[string]string{"app.kubernetes.io/name": "scheduler"}
-	if _, err := node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "scheduler"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr.To[int32](2),
-			Selector: &metav1.LabelSelector{MatchLabels: startLabels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: startLabels, Annotations: map[string]string{"leasegate.io/start": "leader"}},
-				Spec: corev1.PodSpec{Containers: []corev1.Container{{
-					Name: "scheduler", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
-					Args: []string{"--configmap", "scheduler-output"},
-				}}},
-			},
-		},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	deployWorkload(t, node, app, "scheduler", 2, map[string]string{"leasegate.io/start": "leader"})
 	if err := poll(ctx, 60*time.Second, func() error {
 		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "scheduler", metav1.GetOptions{})
 		if err != nil {
@@ -441,6 +394,29 @@ certificates:
 		fail("start: leader: %v", err)
 	}
 	t.Log("start: leader: only the leader's app container started")
+}
+
+// deployWorkload creates a Deployment of the test workload named name, writing ConfigMap <name>-output,
+// with the pod annotations given.
+func deployWorkload(t *testing.T, node *Node, namespace, name string, replicas int32, annotations map[string]string) {
+	t.Helper()
+	labels := map[string]string{"app.kubernetes.io/name": name}
+	if _, err := node.Client.AppsV1().Deployments(namespace).Create(context.Background(), &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: annotations},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{
+					Name: name, Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
+					Args: []string{"--configmap", name + "-output"},
+				}}},
+			},
+		},
+	}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func indent(s, prefix string) string {
