@@ -61,11 +61,6 @@ func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.D
 	return j
 }
 
-// HeldBy reports whether identity holds the lease according to j.
-func (j Judgement) HeldBy(identity string) bool {
-	return j.State == Held && j.Holder == identity
-}
-
 // Acquirable reports whether identity may take the lease: nobody holds it, or identity already does.
 func (j Judgement) Acquirable(identity string) bool {
 	return j.State != Held || j.Holder == identity

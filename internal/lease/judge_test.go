@@ -110,9 +110,6 @@ func TestJudgementAcquirable(t *testing.T) {
 			if got := tt.j.Acquirable(tt.identity); got != tt.want {
 				t.Errorf("Acquirable(%q) = %t, want %t", tt.identity, got, tt.want)
 			}
-			if got, want := tt.j.HeldBy(tt.identity), tt.j.State == Held && tt.j.Holder == tt.identity; got != want {
-				t.Errorf("HeldBy(%q) = %t, want %t", tt.identity, got, want)
-			}
 		})
 	}
 }

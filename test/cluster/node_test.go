@@ -14,7 +14,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
@@ -239,17 +238,7 @@ certificates:
 	t.Logf("lease shop/orders held by %s", holder)
 
 	// The fence: every replica writes; only the leader's writes land.
-	if _, err := node.Client.RbacV1().Roles(app).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := node.Client.RbacV1().RoleBindings(app).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "orders-app"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: app, Name: "default"}},
-	}, metav1.CreateOptions{}); err != nil {
+	if err := framework.GrantConfigMapWrites(ctx, node.Client, app, "default"); err != nil {
 		t.Fatal(err)
 	}
 	cm, err := node.Client.CoreV1().ConfigMaps(ns).Get(ctx, "leasegate-config", metav1.GetOptions{})
@@ -336,11 +325,10 @@ certificates:
 		t.Fatal(err)
 	}
 	if err := poll(ctx, 60*time.Second, func() error {
-		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "gateway", metav1.GetOptions{})
+		leaderPod, err := holderPod(ctx, node, app, "gateway")
 		if err != nil {
 			return err
 		}
-		leaderPod := strings.SplitN(ptr.Deref(l.Spec.HolderIdentity, ""), "_", 2)[0]
 		slices, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=gateway"})
 		if err != nil {
 			return err
@@ -367,11 +355,10 @@ certificates:
 	// start: leader: a follower's app container does not start until its pod leads.
 	deployWorkload(t, node, app, "scheduler", 2, map[string]string{"leasegate.io/start": "leader"})
 	if err := poll(ctx, 60*time.Second, func() error {
-		l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, "scheduler", metav1.GetOptions{})
+		leaderPod, err := holderPod(ctx, node, app, "scheduler")
 		if err != nil {
 			return err
 		}
-		leaderPod := strings.SplitN(ptr.Deref(l.Spec.HolderIdentity, ""), "_", 2)[0]
 		list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=scheduler"})
 		if err != nil {
 			return err
@@ -394,6 +381,16 @@ certificates:
 		fail("start: leader: %v", err)
 	}
 	t.Log("start: leader: only the leader's app container started")
+}
+
+// holderPod is the name of the pod whose agent holds the lease.
+func holderPod(ctx context.Context, node *Node, namespace, lease string) (string, error) {
+	l, err := node.Client.CoordinationV1().Leases(namespace).Get(ctx, lease, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	name, _, _ := strings.Cut(ptr.Deref(l.Spec.HolderIdentity, ""), "_")
+	return name, nil
 }
 
 // deployWorkload creates a Deployment of the test workload named name, writing ConfigMap <name>-output,

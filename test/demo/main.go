@@ -17,7 +17,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
@@ -264,18 +263,7 @@ func createNamespace(ctx context.Context, cp *framework.ControlPlane) error {
 		return err
 	}
 	// What the workload itself may do: write ConfigMaps. The fence decides which replica may.
-	if _, err := cp.Client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		return err
-	}
-	_, err := cp.Client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "orders-app"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "orders-app"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: workload}},
-	}, metav1.CreateOptions{})
-	return err
+	return framework.GrantConfigMapWrites(ctx, cp.Client, namespace, workload)
 }
 
 // workerPod is a pod as the ReplicaSet of Deployment "orders" would create it.

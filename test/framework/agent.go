@@ -44,8 +44,6 @@ type AgentOptions struct {
 	Timing     lease.Timing
 	Readiness  string // "" keeps the agent's default
 	StatusFile string
-	// ExtraEnv is appended last, so it can override or break any setting.
-	ExtraEnv []string
 }
 
 // Agent is a running leasegate-agent process.
@@ -81,7 +79,6 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 	if opts.StatusFile != "" {
 		env = append(env, "LEASEGATE_STATUS_FILE="+opts.StatusFile)
 	}
-	env = append(env, opts.ExtraEnv...)
 	return startAgentProcess(binary, pod, env, port)
 }
 

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -58,6 +59,24 @@ func (c *ControlPlane) CreateNamespace(ctx context.Context, name string) error {
 		ObjectMeta: metav1.ObjectMeta{Name: "lease-election"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "lease-election"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: name, Name: ServiceAccountName}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// GrantConfigMapWrites lets a service account create and update ConfigMaps in its namespace: what the
+// test workloads do, and what the fence then decides on per replica.
+func GrantConfigMapWrites(ctx context.Context, client kubernetes.Interface, namespace, serviceAccount string) error {
+	name := serviceAccount + "-writes-configmaps"
+	if _, err := client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"create", "update"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
 	}, metav1.CreateOptions{})
 	return err
 }
