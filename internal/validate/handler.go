@@ -11,6 +11,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -190,8 +191,10 @@ func target(req *admission.Request) string {
 }
 
 // recordEvent records LeaderGateDenied on the object written (UPDATE, DELETE) or, for a CREATE, on its
-// namespace. The events library folds repeats of the same Event into one series with a count, so a
-// follower retrying in a hot loop cannot flood etcd.
+// namespace, with the requesting pod as the related object. The events library folds repeats of the same
+// Event into one series with a count, so a follower retrying in a hot loop cannot flood etcd; it tells
+// Events apart by regarding object, reason, action and related object, not by note, so without the
+// related pod a second follower denied on the same object would only add to the first one's count.
 func (f *Fence) recordEvent(req *admission.Request, v Verdict) {
 	// The Namespace field is set even for the namespace itself, so the Event lands in that namespace,
 	// where `kubectl get events -n <namespace>` shows it, and not in "default".
@@ -206,7 +209,22 @@ func (f *Fence) recordEvent(req *admission.Request, v Verdict) {
 		return // a cluster-scoped create: nothing to hang the Event on
 	}
 	action := map[Outcome]string{Denied: "Deny", Warned: "Warn", DryRun: "DryRun"}[v.Outcome]
-	f.Recorder.Eventf(regarding, nil, corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+	f.Recorder.Eventf(regarding, requestingPod(req), corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+}
+
+// requestingPod is the pod the requester's token is bound to (a pod-bound token names its pod, in its
+// service account's namespace), or nil.
+func requestingPod(req *admission.Request) *corev1.ObjectReference {
+	requester := requesterOf(req)
+	name, uid, ok := requester.Pod()
+	if !ok {
+		return nil
+	}
+	namespace, _, ok := requester.serviceAccount()
+	if !ok {
+		return nil
+	}
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: types.UID(uid)}
 }
 
 func apiVersion(group, version string) string {

@@ -105,7 +105,11 @@ func deniedEvents(ctx context.Context, namespace string) []string {
 	var notes []string
 	for _, e := range events.Items {
 		if e.Reason == "LeaderGateDenied" {
-			notes = append(notes, e.Regarding.Kind+"/"+e.Regarding.Name+" "+e.Action+": "+e.Note)
+			related := "none"
+			if e.Related != nil {
+				related = e.Related.Kind + "/" + e.Related.Name
+			}
+			notes = append(notes, e.Regarding.Kind+"/"+e.Regarding.Name+" "+e.Action+": "+e.Note+" [related "+related+"]")
 		}
 	}
 	return notes
@@ -135,7 +139,8 @@ var _ = Describe("The fence", Serial, func() {
 			ns, follower.Pod.Name, ns, ns, ns, leader.Pod.Identity())))
 
 		Eventually(func() []string { return deniedEvents(ctx, ns) }).WithTimeout(5 * time.Second).Should(ContainElement(And(
-			HavePrefix("ConfigMap/state Deny: "), ContainSubstring(follower.Pod.Name), ContainSubstring(leader.Pod.Identity()))))
+			HavePrefix("ConfigMap/state Deny: "), ContainSubstring(follower.Pod.Name), ContainSubstring(leader.Pod.Identity()),
+			HaveSuffix("[related Pod/"+follower.Pod.Name+"]"))))
 		Eventually(func() (string, error) {
 			resp, err := http.Get(webhook.MetricsURL)
 			if err != nil {

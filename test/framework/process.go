@@ -80,8 +80,11 @@ func (p *Process) WaitExit(ctx context.Context, timeout time.Duration) bool {
 }
 
 // RSSBytes is the process's resident set size from /proc.
-func (p *Process) RSSBytes() (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.Pid()))
+func (p *Process) RSSBytes() (int64, error) { return RSSBytes(p.Pid()) }
+
+// RSSBytes is the resident set size of the process pid.
+func RSSBytes(pid int) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
@@ -91,7 +94,7 @@ func (p *Process) RSSBytes() (int64, error) {
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", p.Pid())
+	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
 }
 
 type syncBuffer struct {

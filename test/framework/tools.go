@@ -61,10 +61,15 @@ func (t *Tools) LintChart(valuesFiles ...string) ([]byte, error) {
 	return t.helm(args...)
 }
 
-// InstallChart runs `helm install leasegate charts/leasegate` into namespace of the cluster kubeconfig
+// InstallChart runs `helm install leasegate charts/leasegate --create-namespace` into namespace of the cluster kubeconfig
 // points at, with the values in valuesFile: the README's install.
 func (t *Tools) InstallChart(kubeconfig, namespace, valuesFile string) ([]byte, error) {
-	return t.helm("install", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--values", valuesFile)
+	return t.helm("install", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace", "--values", valuesFile)
+}
+
+// UpgradeChart runs `helm upgrade leasegate charts/leasegate` with the values in valuesFile.
+func (t *Tools) UpgradeChart(kubeconfig, namespace, valuesFile string) ([]byte, error) {
+	return t.helm("upgrade", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--values", valuesFile)
 }
 
 func (t *Tools) helm(args ...string) ([]byte, error) {

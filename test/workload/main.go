@@ -22,6 +22,7 @@ import (
 func main() {
 	target := flag.String("configmap", "workload-output", "ConfigMap to write, in the pod's namespace")
 	interval := flag.Duration("interval", 200*time.Millisecond, "time between writes")
+	writes := flag.Int("writes", 0, "stop writing after this many (and idle until SIGTERM); 0: never stop")
 	flag.Parse()
 	namespace, pod := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
 	if namespace == "" || pod == "" {
@@ -36,7 +37,7 @@ func main() {
 	client := kubernetes.NewForConfigOrDie(config)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	for n := 1; ; n++ {
+	for n := 1; *writes == 0 || n <= *writes; n++ {
 		select {
 		case <-ctx.Done():
 			return
@@ -48,4 +49,5 @@ func main() {
 			fmt.Printf("write %d allowed\n", n)
 		}
 	}
+	<-ctx.Done()
 }

@@ -1,5 +1,6 @@
-// Package cluster is the groundwork of the real single-node cluster the end-to-end suite will start
-// (issue 6): images built without a registry or a Docker engine, for containerd to import.
+// Package cluster starts a whole single-node Kubernetes cluster on this machine for the end-to-end suite:
+// etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet and kube-proxy, with
+// images built without a registry or a Docker engine, and tears it down without a trace.
 package cluster
 
 import (

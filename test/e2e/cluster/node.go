@@ -122,8 +122,10 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 	if err != nil {
 		return err
 	}
+	// The suite's bursts measure the API server and the webhooks, not client-go's default rate limit.
+	admin.QPS, admin.Burst = 1000, 1000
 	n.Config, n.Client = admin, kubernetes.NewForConfigOrDie(admin)
-	if err := poll(ctx, 60*time.Second, func() error {
+	if err := Poll(ctx, 60*time.Second, func() error {
 		_, err := n.Client.Discovery().ServerVersion()
 		return err
 	}); err != nil {
@@ -169,7 +171,7 @@ state = %q
 	if err := n.spawn("containerd", "--config", path("containerd.toml")); err != nil {
 		return err
 	}
-	if err := poll(ctx, 30*time.Second, func() error { return n.ctr("version") }); err != nil {
+	if err := Poll(ctx, 30*time.Second, func() error { return n.ctr("version") }); err != nil {
 		return fmt.Errorf("containerd did not come up: %w", err)
 	}
 	if err := n.importPause(); err != nil {
@@ -198,7 +200,7 @@ authorization: {mode: AlwaysAllow}
 		"--hostname-override", NodeName, "--cluster-cidr", podCIDR, "--conntrack-max-per-core", "0"); err != nil {
 		return err
 	}
-	return poll(ctx, 120*time.Second, func() error {
+	return Poll(ctx, 120*time.Second, func() error {
 		node, err := n.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -220,7 +222,7 @@ authorization: {mode: AlwaysAllow}
 // pulled here.
 func (n *Node) importPause() error {
 	binary := filepath.Join(n.Dir, "pause")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binary, "./test/cluster/pause")
+	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binary, "./test/e2e/cluster/pause")
 	build.Dir = framework.RepoRoot()
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := build.CombinedOutput(); err != nil {
@@ -330,7 +332,8 @@ func run(name string, args ...string) error {
 	return nil
 }
 
-func poll(ctx context.Context, timeout time.Duration, check func() error) error {
+// Poll calls check every 250 ms until it succeeds, and returns its last error after timeout.
+func Poll(ctx context.Context, timeout time.Duration, check func() error) error {
 	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {

@@ -1,0 +1,949 @@
+package e2e
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/e2e/cluster"
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+var (
+	realCluster   = flag.Bool("cluster", false, "run the real single-node cluster specs (root, Linux; `make e2e-cluster`)")
+	clusterRuns   = flag.Int("cluster.runs", 5, "failovers per measured figure in the real-cluster specs (`make bench`: 20)")
+	clusterReport = flag.String("cluster.report", "", "also write the real-cluster figures as a Markdown table to this file")
+)
+
+// The workloads' election timing: short, so that failovers are quick to measure; the failover math is
+// the same at any scale (README, "Failover math").
+var fastElection = map[string]string{
+	"leasegate.io/lease-duration": "3s",
+	"leasegate.io/renew-deadline": "2s",
+	"leasegate.io/retry-period":   "500ms",
+}
+
+const (
+	agentContainer = "leasegate-agent"
+	agentPort      = 9440
+	app            = "shop" // the labelled namespace the workloads run in
+)
+
+var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Ordered, func() {
+	var (
+		ctx     = context.Background()
+		node    *cluster.Node
+		tools   *framework.Tools
+		dir     string
+		figures = &figureTable{}
+	)
+	nodeLogsOnFailure := func() {
+		if CurrentSpecReport().Failed() && node != nil {
+			AddReportEntry("node logs", node.Logs())
+		}
+	}
+
+	BeforeAll(func() {
+		if !*realCluster {
+			Skip("needs -cluster: root, and the Debian packages and cluster binaries `make e2e-cluster` installs and builds")
+		}
+		var err error
+		tools, err = framework.FindTools()
+		Expect(err).NotTo(HaveOccurred())
+		versions, err := framework.PinnedVersions()
+		Expect(err).NotTo(HaveOccurred())
+		dir = GinkgoT().TempDir()
+
+		By("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet and kube-proxy")
+		started := time.Now()
+		node, err = cluster.StartNode(ctx, filepath.Join(framework.RepoRoot(), "bin", "controlplane", versions["KUBERNETES_VERSION"]+"-"+versions["ETCD_VERSION"]))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(node.Stop)
+		figures.value("node Ready after start", time.Since(started).Round(100*time.Millisecond).String())
+
+		By("building leasegate's images and the test workload's, and importing them into containerd")
+		agent, err := framework.BuildAgent(dir)
+		Expect(err).NotTo(HaveOccurred())
+		webhookBinary, err := framework.BuildWebhook(dir)
+		Expect(err).NotTo(HaveOccurred())
+		workload := filepath.Join(dir, "workload")
+		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", workload, "./test/workload")
+		build.Dir, build.Env = framework.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
+		out, err := build.CombinedOutput()
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		appVersion := chartAppVersion()
+		Expect(node.Import(
+			cluster.Image{Ref: "ghcr.io/leasegate/leasegate-agent:" + appVersion, Binary: agent},
+			cluster.Image{Ref: "ghcr.io/leasegate/leasegate-webhook:" + appVersion, Binary: webhookBinary},
+			cluster.Image{Ref: "leasegate.local/workload:test", Binary: workload},
+		)).To(Succeed())
+
+		By("running cert-manager's controller and cainjector as pods")
+		Expect(node.InstallCertManager(ctx, cluster.CertManager{
+			Controller: tools.CertManagerController, CAInjector: tools.CertManagerCAInjector, CRDs: tools.CertManagerCRDs,
+			Version: versions["CERT_MANAGER_BINARIES_VERSION"],
+		})).To(Succeed())
+
+		By("timing 200 pod creations before leasegate is installed")
+		latencies, failures := createPods(ctx, node, newBurstNamespace(ctx, node, "before"), 200)
+		Expect(failures).To(BeEmpty())
+		figures.latencies("pod create, 200 at 10 in parallel, without leasegate", latencies)
+
+		By("helm install leasegate, as the README says: the certificate from cert-manager")
+		values := filepath.Join(dir, "values.yaml")
+		Expect(os.WriteFile(values, []byte("image:\n  webhook: {pullPolicy: Never}\n  agent: {pullPolicy: Never}\n"), 0o644)).To(Succeed())
+		out, err = tools.InstallChart(filepath.Join(node.Dir, "admin.kubeconfig"), leasegateNamespace, values)
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		awaitWebhookReplicas(ctx, node, 2)
+		By("waiting for cainjector to give both webhook configurations cert-manager's CA")
+		Eventually(func() error { return webhookCABundles(ctx, node, nil) }).WithTimeout(60 * time.Second).Should(Succeed())
+
+		Expect(createLabelledNamespace(ctx, node, app)).To(Succeed())
+	})
+	AfterEach(nodeLogsOnFailure)
+	AfterAll(func() {
+		if figures.empty() {
+			return
+		}
+		table := figures.markdown(*clusterRuns)
+		AddReportEntry("real-cluster figures", table)
+		if *clusterReport != "" {
+			Expect(os.WriteFile(*clusterReport, []byte(table), 0o644)).To(Succeed())
+		}
+	})
+
+	It("injects the agent into every replica as a native sidecar, and exactly one leads, as <pod>_<uid>", func() {
+		deployWorkload(ctx, node, "orders", 3, nil)
+		pods := awaitRunning(ctx, node, "orders", 3)
+		identities := map[string]bool{}
+		for _, p := range pods {
+			Expect(p.Spec.InitContainers).NotTo(BeEmpty())
+			sidecar := p.Spec.InitContainers[0]
+			Expect(sidecar.Name).To(Equal(agentContainer))
+			Expect(sidecar.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar")
+			identities[p.Name+"_"+string(p.UID)] = true
+		}
+		Eventually(func() string { return holder(ctx, node, "orders") }).WithTimeout(30 * time.Second).Should(BeKeyOf(identities))
+	})
+
+	It("applies guards added to leasegate-config live, and refuses a bad edit with the message the user sees", func() {
+		for _, workload := range []string{"orders", "ledger"} {
+			Expect(framework.GrantConfigMapWrites(ctx, node.Client, app, workload)).To(Succeed())
+		}
+		cm, err := node.Client.CoreV1().ConfigMaps(leasegateNamespace).Get(ctx, "leasegate-config", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		cm.Data["config.yaml"] = strings.Replace(cm.Data["config.yaml"], "guards: []\n", "", 1) + `guards:
+- {name: orders, lease: orders, serviceAccounts: [shop/orders], resources: [{group: "", resources: [configmaps]}]}
+- {name: ledger, lease: ledger, serviceAccounts: [shop/ledger], resources: [{group: "", resources: [configmaps]}]}
+`
+		cm, err = node.Client.CoreV1().ConfigMaps(leasegateNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the edit, admitted by leasegate's own config webhook through its Service")
+
+		bad := cm.DeepCopy()
+		bad.Data["config.yaml"] += "missingPodIdentity: sometimes\n"
+		_, err = node.Client.CoreV1().ConfigMaps(leasegateNamespace).Update(ctx, bad, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring(`admission webhook "config.leasegate.io" denied the request: leasegate-config is invalid and was not saved: missingPodIdentity: Unsupported value: "sometimes"`)))
+
+		By("the guard takes effect: the orders leader's writes land, its followers' are refused")
+		Eventually(func(g Gomega) {
+			leader := holderPod(ctx, node, "orders")
+			for _, p := range listPods(ctx, node, "orders") {
+				lines := podLog(ctx, node, p.Name, "orders")
+				g.Expect(lines).NotTo(BeEmpty())
+				last := lines[len(lines)-1]
+				if p.Name == leader {
+					g.Expect(last).To(HaveSuffix("allowed"), p.Name)
+				} else {
+					g.Expect(last).To(ContainSubstring(`denied: admission webhook "guarded.leasegate.io" denied the request: leasegate: pod `+app+"/"+p.Name), p.Name)
+				}
+			}
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+
+	It("fences followers: only the leader's writes land, and the webhook's metrics and Events match what every replica reported", func() {
+		const writes = 20
+		deployWorkload(ctx, node, "ledger", 3, nil, "--writes", fmt.Sprint(writes), "--interval", "100ms")
+		pods := awaitRunning(ctx, node, "ledger", 3)
+		outcomes := map[string]map[string]int{} // pod -> allowed/denied -> count
+		Eventually(func(g Gomega) {
+			for _, p := range pods {
+				lines := podLog(ctx, node, p.Name, "ledger")
+				g.Expect(lines).To(HaveLen(writes), "%s has not made its %d writes yet", p.Name, writes)
+				counts := map[string]int{}
+				for _, line := range lines {
+					switch {
+					case strings.HasSuffix(line, " allowed"):
+						counts["allowed"]++
+					case strings.Contains(line, `denied: admission webhook "guarded.leasegate.io" denied the request: leasegate: pod `+app+"/"+p.Name):
+						counts["denied"]++
+					default:
+						g.Expect(line).To(BeEmpty(), "neither admitted nor fenced")
+					}
+				}
+				outcomes[p.Name] = counts
+			}
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+
+		leader := holderPod(ctx, node, "ledger")
+		var allowed, denied int
+		for name, counts := range outcomes {
+			allowed += counts["allowed"]
+			denied += counts["denied"]
+			if name != leader {
+				Expect(counts["allowed"]).To(BeZero(), "follower %s wrote", name)
+				Expect(counts["denied"]).To(Equal(writes), "follower %s", name)
+			}
+		}
+		Expect(outcomes[leader]["allowed"]).To(BeNumerically(">", 0), "the leader %s never wrote", leader)
+
+		By("the fence's decisions, summed over both webhook replicas, are the replicas' outcomes")
+		webhookMetrics := func() framework.Metrics {
+			merged := framework.Metrics{}
+			for _, p := range listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
+				m, err := scrape(fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
+				Expect(err).NotTo(HaveOccurred())
+				mergeMetrics(merged, m)
+			}
+			return merged
+		}
+		m := webhookMetrics()
+		Expect(m.Sum("leasegate_fence_decisions_total", map[string]string{"webhook": "guarded", "guard": "ledger", "outcome": "allowed"})).To(BeNumerically("==", allowed))
+		Expect(m.Sum("leasegate_fence_decisions_total", map[string]string{"webhook": "guarded", "guard": "ledger", "outcome": "denied"})).To(BeNumerically("==", denied))
+
+		By("every fenced replica has its own LeaderGateDenied Event, related to its pod (its repeats fold into one series)")
+		Eventually(func(g Gomega) {
+			events, err := node.Client.EventsV1().Events(app).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			for name, counts := range outcomes {
+				if counts["denied"] == 0 {
+					continue
+				}
+				g.Expect(slices.ContainsFunc(events.Items, func(e eventsv1.Event) bool {
+					return e.Reason == "LeaderGateDenied" && strings.Contains(e.Note, "pod "+app+"/"+name+" ") &&
+						e.Related != nil && e.Related.Kind == "Pod" && e.Related.Name == name
+				})).To(BeTrue(), "no LeaderGateDenied Event related to %s", name)
+			}
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		AddReportEntry("ledger", fmt.Sprintf("%d writes admitted (leader %s), %d fenced", allowed, leader, denied))
+	})
+
+	It("hands the lease over when the leader's pod is deleted: kubelet's SIGTERM makes the agent release it", func() {
+		var took []time.Duration
+		for range *clusterRuns {
+			identity := holder(ctx, node, "orders")
+			leader, _, _ := strings.Cut(identity, "_")
+			w := watchLease(ctx, node, "orders")
+			deleted := time.Now()
+			Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
+			change := w.nextHolder(identity)
+			Expect(change.released).To(BeTrue(), "the lease went from %s to %s without a release: it expired", leader, change.holder)
+			took = append(took, change.at.Sub(deleted))
+			awaitRunning(ctx, node, "orders", 3)
+		}
+		figures.durations("graceful handover: kubectl delete pod of the leader", took)
+	})
+
+	It("takes over from a frozen leader; thawed, the old leader's writes are denied and its agent steps down", func() {
+		var took []time.Duration
+		for range *clusterRuns {
+			leader := getPod(ctx, node, holderPod(ctx, node, "orders"))
+			frozen := []string{containerID(leader, agentContainer), containerID(leader, "orders")}
+			before := len(podLog(ctx, node, leader.Name, "orders"))
+			w := watchLease(ctx, node, "orders")
+			for _, id := range frozen {
+				Expect(node.Freeze(id)).To(Succeed())
+			}
+			stalled := time.Now()
+			change := w.nextHolder(leader.Name + "_" + string(leader.UID))
+			took = append(took, change.at.Sub(stalled))
+			for _, id := range frozen {
+				Expect(node.Thaw(id)).To(Succeed())
+			}
+			Eventually(func() (lease.Status, error) { return agentStatus(leader) }).WithTimeout(10*time.Second).
+				Should(And(HaveField("IsLeader", BeFalse()), HaveField("Holder", Equal(change.holder))), "the thawed agent steps down")
+			Eventually(func(g Gomega) {
+				// The first line after the thaw may be a write the API server admitted before the freeze,
+				// answered while the app was frozen; every write sent after the thaw is fenced.
+				after := podLog(ctx, node, leader.Name, "orders")[before:]
+				g.Expect(len(after)).To(BeNumerically(">=", 3))
+				for _, line := range after[1:] {
+					g.Expect(line).To(ContainSubstring(`denied the request: leasegate: pod `+app+"/"+leader.Name), "a write of the stale leader was admitted")
+				}
+			}).WithTimeout(15 * time.Second).Should(Succeed())
+		}
+		figures.durations("crash takeover: leader pod frozen (lease 3s + skew margin 1s, retry 500ms)", took)
+	})
+
+	It("resumes leadership when the leader's agent is SIGKILLed through the runtime and kubelet restarts it", func() {
+		var took []time.Duration
+		samePod := 0
+		for range *clusterRuns {
+			leader := getPod(ctx, node, holderPod(ctx, node, "orders"))
+			w := watchLease(ctx, node, "orders")
+			Expect(node.Kill(containerID(leader, agentContainer), "SIGKILL")).To(Succeed())
+			killed := time.Now()
+			renewal := w.nextRenewal(killed)
+			took = append(took, renewal.at.Sub(killed))
+			if renewal.holder == leader.Name+"_"+string(leader.UID) {
+				samePod++
+			}
+			// A fresh pod for the next run: kubelet backs off restarting a container that crashes again.
+			Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader.Name, metav1.DeleteOptions{})).To(Succeed())
+			awaitRunning(ctx, node, "orders", 3)
+			Eventually(func() string { return holder(ctx, node, "orders") }).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
+		}
+		figures.durations(fmt.Sprintf("agent SIGKILL: a live agent leads again (the restarted one in %d of %d)", samePod, len(took)), took)
+	})
+
+	It("readiness: leader: only the leader is Ready, and the Service's endpoints follow leadership", func() {
+		deployWorkload(ctx, node, "gateway", 2, map[string]string{"leasegate.io/readiness": "leader"})
+		_, err := node.Client.CoreV1().Services(app).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "gateway"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "gateway"},
+				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(agentPort)}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		awaitRunning(ctx, node, "gateway", 2)
+		leaderAlone := func(g Gomega) {
+			g.Expect(readyEndpoints(ctx, node, "gateway")).To(Equal([]string{holderPod(ctx, node, "gateway")}))
+		}
+		Eventually(leaderAlone).WithTimeout(30 * time.Second).Should(Succeed())
+
+		var unserved, misdirected []time.Duration
+		for range *clusterRuns {
+			leader := holderPod(ctx, node, "gateway")
+			Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
+			var none, wrong time.Duration
+			last := time.Now()
+			Eventually(func(g Gomega) {
+				ready, now := readyEndpoints(ctx, node, "gateway"), time.Now()
+				current := holderPod(ctx, node, "gateway")
+				switch {
+				case len(ready) == 0:
+					none += now.Sub(last)
+				case !slices.Equal(ready, []string{current}) || current == leader:
+					wrong += now.Sub(last)
+				}
+				last = now
+				g.Expect(current).NotTo(Equal(leader))
+				leaderAlone(g)
+			}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+			unserved, misdirected = append(unserved, none), append(misdirected, wrong)
+			awaitRunning(ctx, node, "gateway", 2)
+		}
+		figures.durations("readiness: leader: no ready endpoint during a handover", unserved)
+		figures.durations("readiness: leader: an endpoint at a pod that does not lead", misdirected)
+	})
+
+	It("start: leader: a follower's app container starts only once it leads", func() {
+		deployWorkload(ctx, node, "scheduler", 2, map[string]string{"leasegate.io/start": "leader"})
+		started := func() (names []string) {
+			for _, p := range listPods(ctx, node, "scheduler") {
+				for _, c := range p.Status.ContainerStatuses {
+					if c.Name == "scheduler" && c.State.Running != nil && p.DeletionTimestamp == nil {
+						names = append(names, p.Name)
+					}
+				}
+			}
+			return names
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(listPods(ctx, node, "scheduler")).To(HaveLen(2))
+			g.Expect(started()).To(Equal([]string{holderPod(ctx, node, "scheduler")}))
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+		Consistently(func() int { return len(started()) }).WithTimeout(2*time.Second).Should(Equal(1), "the follower's app must wait")
+
+		By("the leader goes; the follower's app starts once it has taken the lease")
+		leader := holderPod(ctx, node, "scheduler")
+		Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func(g Gomega) {
+			next := holderPod(ctx, node, "scheduler")
+			g.Expect(next).NotTo(BeElementOf(leader, ""))
+			g.Expect(started()).To(Equal([]string{next}))
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+
+	It("admits every one of 200 pod creations while one of its two webhook replicas is deleted", func() {
+		By("timing 200 pod creations with leasegate injecting each")
+		ns := newBurstNamespace(ctx, node, "with")
+		latencies, failures := createPods(ctx, node, ns, 200)
+		Expect(failures).To(BeEmpty())
+		figures.latencies("pod create, 200 at 10 in parallel, with leasegate injecting", latencies)
+
+		By("200 more, deleting a webhook replica once 40 are in")
+		ns = newBurstNamespace(ctx, node, "chaos")
+		var created atomic.Int32
+		var deleteOnce sync.Once
+		victim := listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")[0].Name
+		_, failures = createPodsWhile(ctx, node, ns, 200, func() {
+			if created.Add(1) == 40 {
+				deleteOnce.Do(func() {
+					Expect(node.Client.CoreV1().Pods(leasegateNamespace).Delete(ctx, victim, metav1.DeleteOptions{})).To(Succeed())
+				})
+			}
+		})
+		Expect(failures).To(BeEmpty(), "pod creations failed while a webhook replica went away")
+		pods, err := node.Client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(pods.Items).To(HaveLen(200))
+		for _, p := range pods.Items {
+			Expect(p.Spec.InitContainers).To(ContainElement(HaveField("Name", agentContainer)), "%s was admitted without its agent", p.Name)
+		}
+		figures.value("pod creations failed while a webhook replica was deleted", "0 of 200")
+		awaitWebhookReplicas(ctx, node, 2)
+	})
+
+	It("kubectl rollout restart: never two leaders, every handover a release, and the leaderless gap is measured", func() {
+		var gaps []time.Duration
+		for range max(1, *clusterRuns/4) {
+			deployment, err := node.Client.AppsV1().Deployments(app).Get(ctx, "orders", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			history := watchLease(ctx, node, "orders").history()
+			patch := fmt.Sprintf(`{"spec":{"template":{"metadata":{"annotations":{"kubectl.kubernetes.io/restartedAt":%q}}}}}`, time.Now().Format(time.RFC3339Nano))
+			_, err = node.Client.AppsV1().Deployments(app).Patch(ctx, "orders", types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+			Expect(err).NotTo(HaveOccurred())
+
+			Eventually(func(g Gomega) {
+				// Every agent is asked, old and new, terminating or not.
+				claimants := leaders(ctx, node, "orders")
+				Expect(len(claimants)).To(BeNumerically("<=", 1), "two agents claim to lead at once: %v", claimants)
+				d, err := node.Client.AppsV1().Deployments(app).Get(ctx, "orders", metav1.GetOptions{})
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(d.Status.ObservedGeneration).To(BeNumerically(">", deployment.Generation))
+				g.Expect(d.Status.UpdatedReplicas).To(BeEquivalentTo(3))
+				g.Expect(d.Status.Replicas).To(BeEquivalentTo(3), "old pods are still terminating")
+				g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(3))
+				g.Expect(claimants).To(HaveLen(1))
+			}).WithTimeout(120 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
+
+			var longest time.Duration
+			var releasedAt time.Time
+			previous := ""
+			for _, e := range history() {
+				switch {
+				case e.holder == "" && previous != "":
+					releasedAt = e.at
+				case e.holder != "" && previous == "" && !releasedAt.IsZero():
+					longest = max(longest, e.at.Sub(releasedAt))
+				case e.holder != "" && previous != "" && e.holder != previous:
+					Fail(fmt.Sprintf("the lease passed from %s to %s without a release: it expired during a rolling restart", previous, e.holder))
+				}
+				previous = e.holder
+			}
+			gaps = append(gaps, longest)
+		}
+		figures.durations("rollout restart of 3 replicas: longest leaderless gap (lease released -> next holder)", gaps)
+	})
+
+	It("keeps the webhook's and the agents' memory within their limits", func() {
+		rss := func(namespace, selector, container string) (sizes []int64) {
+			for _, p := range listPodsIn(ctx, node, namespace, selector) {
+				if p.DeletionTimestamp != nil {
+					continue
+				}
+				pid, err := node.PID(containerID(&p, container))
+				Expect(err).NotTo(HaveOccurred())
+				bytes, err := framework.RSSBytes(pid)
+				Expect(err).NotTo(HaveOccurred())
+				sizes = append(sizes, bytes)
+			}
+			Expect(sizes).NotTo(BeEmpty())
+			return sizes
+		}
+		webhooks := rss(leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook", "webhook")
+		agents := rss(app, "leasegate.io/injected=true", agentContainer)
+		Expect(slices.Max(webhooks)).To(BeNumerically("<", 256<<20), "the chart's memory limit")
+		Expect(slices.Max(agents)).To(BeNumerically("<", 64<<20), "the injected memory limit")
+		figures.value("leasegate-webhook RSS, each of 2 replicas", mebibytes(webhooks))
+		figures.value(fmt.Sprintf("leasegate-agent RSS, each of %d injected pods", len(agents)), mebibytes(agents))
+	})
+
+	It("is reached by the API server through its Service, with no failed call, and the API server's latency is measured", func() {
+		body, err := node.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		m, err := framework.ParseMetrics(body)
+		Expect(err).NotTo(HaveOccurred())
+		for _, webhook := range []string{"pods.leasegate.io", "guarded.leasegate.io", "leases.leasegate.io", "config.leasegate.io"} {
+			labels := map[string]string{"name": webhook}
+			p50, calls := m.Quantile("apiserver_admission_webhook_admission_duration_seconds", labels, 0.5)
+			p99, _ := m.Quantile("apiserver_admission_webhook_admission_duration_seconds", labels, 0.99)
+			Expect(calls).To(BeNumerically(">", 0), "the API server never called %s", webhook)
+			Expect(m.Sum("apiserver_admission_webhook_rejection_count", map[string]string{"name": webhook, "error_type": "calling_webhook_error"})).
+				To(BeZero(), "the API server failed to call %s", webhook)
+			Expect(m.Sum("apiserver_admission_webhook_fail_open_count", labels)).To(BeZero(), "%s failed open", webhook)
+			figures.value(fmt.Sprintf("API server's view of %s, p50 / p99 (buckets interpolated), %d calls", webhook, calls),
+				fmt.Sprintf("%.1f ms / %.1f ms", p50*1000, p99*1000))
+		}
+	})
+
+	It("serves with a certificate of the user's own after helm upgrade (the chart's bring-your-own path)", func() {
+		cert, err := cluster.ServingCertificate("leasegate-webhook", nil, []string{"leasegate-webhook." + leasegateNamespace + ".svc"})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = node.Client.CoreV1().Secrets(leasegateNamespace).Create(ctx, &corev1.Secret{
+			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-own-tls"}, Type: corev1.SecretTypeTLS,
+			Data: map[string][]byte{"tls.crt": cert.Cert, "tls.key": cert.Key},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		values := filepath.Join(dir, "own-certificate.yaml")
+		Expect(os.WriteFile(values, []byte(`image:
+  webhook: {pullPolicy: Never}
+  agent: {pullPolicy: Never}
+certificates:
+  certManager: {enabled: false}
+  existingSecret: leasegate-own-tls
+  caBundle: |
+`+indent(string(cert.CA), "    ")), 0o644)).To(Succeed())
+		out, err := tools.UpgradeChart(filepath.Join(node.Dir, "admin.kubeconfig"), leasegateNamespace, values)
+		Expect(err).NotTo(HaveOccurred(), string(out))
+		Expect(webhookCABundles(ctx, node, cert.CA)).To(Succeed())
+		Eventually(func(g Gomega) {
+			d, err := node.Client.AppsV1().Deployments(leasegateNamespace).Get(ctx, "leasegate-webhook", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(d.Status.ObservedGeneration).To(Equal(d.Generation))
+			g.Expect(d.Status.UpdatedReplicas).To(BeEquivalentTo(2))
+			g.Expect(d.Status.Replicas).To(BeEquivalentTo(2))
+			g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(2))
+		}).WithTimeout(120 * time.Second).Should(Succeed())
+
+		By("a new pod is injected through the webhook now serving the user's certificate")
+		Eventually(func(g Gomega) {
+			p, err := node.Client.CoreV1().Pods(app).Create(ctx, burstPod(), metav1.CreateOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(p.Spec.InitContainers).To(ContainElement(HaveField("Name", agentContainer)))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+	})
+})
+
+// chartAppVersion is the image tag the chart defaults to.
+func chartAppVersion() string {
+	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "Chart.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "appVersion: "); ok {
+			return strings.Trim(v, `"`)
+		}
+	}
+	Fail("Chart.yaml has no appVersion")
+	return ""
+}
+
+func createLabelledNamespace(ctx context.Context, node *cluster.Node, name string) error {
+	_, err := node.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
+		Name: name, Labels: map[string]string{"leasegate.io/inject": "enabled"},
+	}}, metav1.CreateOptions{})
+	return err
+}
+
+// newBurstNamespace is a labelled namespace for a burst of pod creations, ready once its default service
+// account exists (the ServiceAccount admission plugin refuses pods before).
+func newBurstNamespace(ctx context.Context, node *cluster.Node, name string) string {
+	name = "burst-" + name
+	Expect(createLabelledNamespace(ctx, node, name)).To(Succeed())
+	Eventually(func() error {
+		_, err := node.Client.CoreV1().ServiceAccounts(name).Get(ctx, "default", metav1.GetOptions{})
+		return err
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+	DeferCleanup(func() { _ = node.Client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}) })
+	return name
+}
+
+// burstPod is a pod that is admitted (and injected) but never scheduled: the bursts measure admission,
+// not the node's capacity to start 200 pods on 2 cores.
+func burstPod() *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "burst-", Annotations: map[string]string{"leasegate.io/lease": "burst"}},
+		Spec: corev1.PodSpec{
+			NodeSelector: map[string]string{"leasegate.io/e2e": "nowhere"},
+			Containers:   []corev1.Container{{Name: "app", Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever}},
+		},
+	}
+}
+
+// createPods creates n pods, 10 at a time, and returns each creation's latency and every failure.
+func createPods(ctx context.Context, node *cluster.Node, namespace string, n int) ([]time.Duration, []error) {
+	return createPodsWhile(ctx, node, namespace, n, func() {})
+}
+
+// createPodsWhile is createPods calling after each creation.
+func createPodsWhile(ctx context.Context, node *cluster.Node, namespace string, n int, after func()) ([]time.Duration, []error) {
+	const parallel = 10
+	var (
+		mu        sync.Mutex
+		latencies []time.Duration
+		failures  []error
+		next      atomic.Int32
+		wg        sync.WaitGroup
+	)
+	for range parallel {
+		wg.Go(func() {
+			defer GinkgoRecover()
+			for int(next.Add(1)) <= n {
+				start := time.Now()
+				_, err := node.Client.CoreV1().Pods(namespace).Create(ctx, burstPod(), metav1.CreateOptions{})
+				took := time.Since(start)
+				mu.Lock()
+				if err != nil {
+					failures = append(failures, err)
+				} else {
+					latencies = append(latencies, took)
+				}
+				mu.Unlock()
+				after()
+			}
+		})
+	}
+	wg.Wait()
+	return latencies, failures
+}
+
+// deployWorkload creates a Deployment of the test workload named name, running as service account name
+// and writing ConfigMap <name>-output, with fast election timing and the pod annotations given.
+func deployWorkload(ctx context.Context, node *cluster.Node, name string, replicas int32, annotations map[string]string, args ...string) {
+	_, err := node.Client.CoreV1().ServiceAccounts(app).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	labels := map[string]string{"app.kubernetes.io/name": name}
+	podAnnotations := map[string]string{}
+	for k, v := range fastElection {
+		podAnnotations[k] = v
+	}
+	for k, v := range annotations {
+		podAnnotations[k] = v
+	}
+	_, err = node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels, Annotations: podAnnotations},
+				Spec: corev1.PodSpec{
+					ServiceAccountName: name,
+					Containers: []corev1.Container{{
+						Name: name, Image: "leasegate.local/workload:test", ImagePullPolicy: corev1.PullNever,
+						Args: append([]string{"--configmap", name + "-output"}, args...),
+					}},
+				},
+			},
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+}
+
+func listPodsIn(ctx context.Context, node *cluster.Node, namespace, selector string) []corev1.Pod {
+	list, err := node.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	Expect(err).NotTo(HaveOccurred())
+	return list.Items
+}
+
+func listPods(ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
+	return listPodsIn(ctx, node, app, "app.kubernetes.io/name="+workload)
+}
+
+func getPod(ctx context.Context, node *cluster.Node, name string) *corev1.Pod {
+	p, err := node.Client.CoreV1().Pods(app).Get(ctx, name, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	return p
+}
+
+// awaitRunning waits until the workload has exactly n pods, all running and none terminating, and
+// returns them.
+func awaitRunning(ctx context.Context, node *cluster.Node, workload string, n int) []corev1.Pod {
+	var pods []corev1.Pod
+	Eventually(func(g Gomega) {
+		pods = listPods(ctx, node, workload)
+		g.Expect(pods).To(HaveLen(n))
+		for _, p := range pods {
+			g.Expect(p.DeletionTimestamp).To(BeNil(), "%s is terminating", p.Name)
+			g.Expect(p.Status.Phase).To(Equal(corev1.PodRunning), "%s: %s", p.Name, describeWaiting(p.Status))
+			g.Expect(p.Status.PodIP).NotTo(BeEmpty())
+		}
+	}).WithTimeout(90 * time.Second).Should(Succeed())
+	return pods
+}
+
+func describeWaiting(status corev1.PodStatus) string {
+	var reasons []string
+	for _, c := range append(status.InitContainerStatuses, status.ContainerStatuses...) {
+		if c.State.Waiting != nil {
+			reasons = append(reasons, c.Name+": "+c.State.Waiting.Reason+" "+c.State.Waiting.Message)
+		}
+	}
+	return strings.Join(reasons, "; ")
+}
+
+func awaitWebhookReplicas(ctx context.Context, node *cluster.Node, n int32) {
+	Eventually(func(g Gomega) {
+		d, err := node.Client.AppsV1().Deployments(leasegateNamespace).Get(ctx, "leasegate-webhook", metav1.GetOptions{})
+		g.Expect(err).NotTo(HaveOccurred())
+		g.Expect(d.Status.ReadyReplicas).To(Equal(n))
+		g.Expect(d.Status.Replicas).To(Equal(n))
+	}).WithTimeout(120 * time.Second).Should(Succeed())
+}
+
+// webhookCABundles checks every webhook of leasegate's two configurations has a CA bundle: want, or any
+// when want is nil.
+func webhookCABundles(ctx context.Context, node *cluster.Node, want []byte) error {
+	mutating, err := node.Client.AdmissionregistrationV1().MutatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	validating, err := node.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	bundles := map[string][]byte{}
+	for _, w := range mutating.Webhooks {
+		bundles[w.Name] = w.ClientConfig.CABundle
+	}
+	for _, w := range validating.Webhooks {
+		bundles[w.Name] = w.ClientConfig.CABundle
+	}
+	for name, bundle := range bundles {
+		if len(bundle) == 0 || (want != nil && string(bundle) != string(want)) {
+			return fmt.Errorf("webhook %s has CA bundle %q", name, bundle)
+		}
+	}
+	return nil
+}
+
+// holder is the identity the workload's lease names, "" if none.
+func holder(ctx context.Context, node *cluster.Node, workload string) string {
+	l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, workload, metav1.GetOptions{})
+	if err != nil {
+		return ""
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, "")
+}
+
+// holderPod is the name of the pod whose agent holds the workload's lease.
+func holderPod(ctx context.Context, node *cluster.Node, workload string) string {
+	name, _, _ := strings.Cut(holder(ctx, node, workload), "_")
+	return name
+}
+
+func containerID(pod *corev1.Pod, name string) string {
+	id, err := cluster.ContainerID(pod, name)
+	Expect(err).NotTo(HaveOccurred())
+	return id
+}
+
+// podLog is the container's log, a line per element.
+func podLog(ctx context.Context, node *cluster.Node, pod, container string) []string {
+	raw, err := node.Client.CoreV1().Pods(app).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	Expect(err).NotTo(HaveOccurred())
+	text := strings.TrimSpace(string(raw))
+	if text == "" {
+		return nil
+	}
+	return strings.Split(text, "\n")
+}
+
+// agentStatus asks a pod's agent who leads, on the pod's IP, as the app beside it would.
+func agentStatus(pod *corev1.Pod) (lease.Status, error) {
+	var status lease.Status
+	client := http.Client{Timeout: 500 * time.Millisecond}
+	resp, err := client.Get(fmt.Sprintf("http://%s:%d/leader", pod.Status.PodIP, agentPort))
+	if err != nil {
+		return status, err
+	}
+	defer resp.Body.Close()
+	return status, json.NewDecoder(resp.Body).Decode(&status)
+}
+
+// leaders are the running pods of the workload whose agents say they lead.
+func leaders(ctx context.Context, node *cluster.Node, workload string) []string {
+	var names []string
+	for _, p := range listPods(ctx, node, workload) {
+		if p.Status.PodIP == "" {
+			continue
+		}
+		if status, err := agentStatus(&p); err == nil && status.IsLeader {
+			names = append(names, p.Name)
+		}
+	}
+	return names
+}
+
+// readyEndpoints are the pods the workload's Service sends traffic to.
+func readyEndpoints(ctx context.Context, node *cluster.Node, service string) []string {
+	list, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + service})
+	Expect(err).NotTo(HaveOccurred())
+	var ready []string
+	for _, slice := range list.Items {
+		for _, e := range slice.Endpoints {
+			if ptr.Deref(e.Conditions.Ready, false) && e.TargetRef != nil {
+				ready = append(ready, e.TargetRef.Name)
+			}
+		}
+	}
+	slices.Sort(ready)
+	return ready
+}
+
+// leaseWatch follows one Lease's changes from the moment it is made.
+type leaseWatch struct {
+	events <-chan watch.Event
+	stop   func()
+}
+
+type leaseChange struct {
+	holder   string
+	at       time.Time
+	released bool // the lease was released (holder "") on the way
+}
+
+func watchLease(ctx context.Context, node *cluster.Node, name string) *leaseWatch {
+	l, err := node.Client.CoordinationV1().Leases(app).Get(ctx, name, metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	w, err := node.Client.CoordinationV1().Leases(app).Watch(ctx, metav1.ListOptions{
+		FieldSelector: "metadata.name=" + name, ResourceVersion: l.ResourceVersion,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(w.Stop)
+	return &leaseWatch{events: w.ResultChan(), stop: w.Stop}
+}
+
+// leaseEvent is a holder the watch delivered, and when.
+type leaseEvent struct {
+	holder string
+	at     time.Time
+}
+
+// history collects the lease's changes in the background; the function it returns stops the watch and
+// returns them.
+func (w *leaseWatch) history() func() []leaseEvent {
+	var (
+		mu     sync.Mutex
+		events []leaseEvent
+		done   = make(chan struct{})
+	)
+	go func() {
+		defer close(done)
+		for e := range w.events {
+			if l, ok := e.Object.(*coordinationv1.Lease); ok {
+				mu.Lock()
+				events = append(events, leaseEvent{ptr.Deref(l.Spec.HolderIdentity, ""), time.Now()})
+				mu.Unlock()
+			}
+		}
+	}()
+	return func() []leaseEvent {
+		w.stop()
+		<-done
+		mu.Lock()
+		defer mu.Unlock()
+		return events
+	}
+}
+
+// next returns the first change of the lease that satisfies done, observed when the watch delivers it.
+func (w *leaseWatch) next(done func(spec coordinationv1.LeaseSpec) bool) (leaseChange, coordinationv1.LeaseSpec) {
+	var change leaseChange
+	timeout := time.After(60 * time.Second)
+	for {
+		select {
+		case e, ok := <-w.events:
+			Expect(ok).To(BeTrue(), "the lease watch ended")
+			l, ok := e.Object.(*coordinationv1.Lease)
+			if !ok {
+				continue
+			}
+			change.holder, change.at = ptr.Deref(l.Spec.HolderIdentity, ""), time.Now()
+			if change.holder == "" {
+				change.released = true
+			}
+			if done(l.Spec) {
+				w.stop()
+				return change, l.Spec
+			}
+		case <-timeout:
+			Fail("the lease did not change in 60 s")
+		}
+	}
+}
+
+// nextHolder waits until someone other than old holds the lease.
+func (w *leaseWatch) nextHolder(old string) leaseChange {
+	change, _ := w.next(func(spec coordinationv1.LeaseSpec) bool {
+		h := ptr.Deref(spec.HolderIdentity, "")
+		return h != "" && h != old
+	})
+	return change
+}
+
+// nextRenewal waits until a live agent acquires or renews the lease after since.
+func (w *leaseWatch) nextRenewal(since time.Time) leaseChange {
+	change, _ := w.next(func(spec coordinationv1.LeaseSpec) bool {
+		return ptr.Deref(spec.HolderIdentity, "") != "" && spec.RenewTime != nil && spec.RenewTime.After(since)
+	})
+	return change
+}
+
+func scrape(url string) (framework.Metrics, error) {
+	client := http.Client{Timeout: 5 * time.Second}
+	resp, err := client.Get(url)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return nil, errors.New(resp.Status)
+	}
+	return framework.ParseMetrics(body)
+}
+
+// mergeMetrics appends src's series to dst's, so Sum adds up several replicas.
+func mergeMetrics(dst, src framework.Metrics) {
+	for name, family := range src {
+		if existing, ok := dst[name]; ok {
+			existing.Metric = append(existing.Metric, family.Metric...)
+		} else {
+			dst[name] = family
+		}
+	}
+}
+
+func mebibytes(sizes []int64) string {
+	parts := make([]string, len(sizes))
+	for i, s := range sizes {
+		parts[i] = fmt.Sprintf("%.1f", float64(s)/(1<<20))
+	}
+	return strings.Join(parts, ", ") + " MiB"
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = prefix + lines[i]
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
