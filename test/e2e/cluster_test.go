@@ -83,7 +83,10 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		started := time.Now()
 		node, err = cluster.StartNode(ctx, filepath.Join(framework.RepoRoot(), "bin", "controlplane", versions["KUBERNETES_VERSION"]+"-"+versions["ETCD_VERSION"]))
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(node.Stop)
+		DeferCleanup(func() {
+			node.Stop()
+			Expect(node.Leftovers()).To(BeEmpty(), "the node's teardown left these behind")
+		})
 		figures.value("node Ready after start", time.Since(started).Round(100*time.Millisecond).String())
 
 		By("building leasegate's images and the test workload's, and importing them into containerd")

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -42,7 +43,9 @@ type Node struct {
 	Client kubernetes.Interface
 
 	socket    string
-	processes []*framework.Process
+	processes []*framework.Process // in start order
+	// agents counts the processes started after containerd (kubelet, kube-proxy): stopped before it.
+	agents int
 }
 
 // StartNode brings the cluster up and waits until the node is Ready. binaries is the directory of the
@@ -192,6 +195,8 @@ authorization: {mode: AlwaysAllow}
 `, n.socket, path("pod-logs"), gateway)), 0o644); err != nil {
 		return err
 	}
+	started := len(n.processes)
+	defer func() { n.agents = len(n.processes) - started }()
 	if err := n.spawn(bin("kubelet"), "--kubeconfig", path("kubelet.kubeconfig"), "--config", path("kubelet.yaml"),
 		"--root-dir", path("kubelet"), "--node-ip", gateway, "--hostname-override", NodeName); err != nil {
 		return err
@@ -267,16 +272,23 @@ func (n *Node) Logs() string {
 // Stop tears the cluster down and leaves the machine as it found it: containers, processes, kube-proxy's
 // and kubelet's iptables chains, mounts, the bridge, cgroups and state.
 func (n *Node) Stop() {
+	// Kubelet first: it would restart every container killed next.
+	for i := len(n.processes) - 1; i >= len(n.processes)-n.agents; i-- {
+		n.processes[i].Terminate(10 * time.Second)
+	}
 	if n.socket != "" {
 		if out, err := exec.Command("ctr", "--address", n.socket, "--namespace", "k8s.io", "tasks", "list", "-q").Output(); err == nil {
 			for _, id := range strings.Fields(string(out)) {
+				_ = n.Thaw(id) // a frozen task cannot die
 				_ = n.ctr("tasks", "kill", "--signal", "SIGKILL", id)
+				_ = n.ctr("tasks", "delete", "--force", id) // and its shim exits
 			}
 		}
 	}
-	for i := len(n.processes) - 1; i >= 0; i-- {
+	for i := len(n.processes) - n.agents - 1; i >= 0; i-- {
 		n.processes[i].Terminate(10 * time.Second)
 	}
+	n.killLeftovers()
 	// kube-proxy's and kubelet's chains all start with KUBE-; dropping every line that names one and
 	// restoring the rest removes them and the jumps to them, and nothing else.
 	for _, tool := range []string{"iptables", "ip6tables"} {
@@ -293,6 +305,79 @@ func (n *Node) Stop() {
 	_ = run("ip", "link", "del", bridge)
 	removeCgroups("/sys/fs/cgroup")
 	_ = os.RemoveAll(n.Dir)
+}
+
+// killLeftovers kills what the runtime did not: a shim of this node's containerd (they outlive it by
+// design) and any process still in kubelet's cgroups, thawing frozen ones first, and waits until they
+// are gone so their cgroups can be removed.
+func (n *Node) killLeftovers() {
+	pids := processesMentioning(n.Dir)
+	_ = filepath.WalkDir("/sys/fs/cgroup/freezer/kubepods", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "freezer.state" {
+			_ = os.WriteFile(p, []byte("THAWED"), 0o644)
+		}
+		return nil
+	})
+	_ = filepath.WalkDir("/sys/fs/cgroup/pids/kubepods", func(p string, d os.DirEntry, err error) error {
+		if err == nil && d.Name() == "cgroup.procs" {
+			data, _ := os.ReadFile(p)
+			for _, field := range strings.Fields(string(data)) {
+				if pid, err := strconv.Atoi(field); err == nil {
+					pids = append(pids, pid)
+				}
+			}
+		}
+		return nil
+	})
+	for _, pid := range pids {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+}
+
+// Leftovers lists what the node left on the machine after Stop: nothing, or the test fails.
+func (n *Node) Leftovers() []string {
+	var found []string
+	for _, pid := range processesMentioning(n.Dir) {
+		found = append(found, fmt.Sprintf("process %d", pid))
+	}
+	if _, err := os.Stat("/sys/class/net/" + bridge); err == nil {
+		found = append(found, "bridge "+bridge)
+	}
+	if out, err := exec.Command("iptables-save").Output(); err == nil && strings.Contains(string(out), "KUBE-") {
+		found = append(found, "KUBE- iptables chains")
+	}
+	cgroups, _ := filepath.Glob("/sys/fs/cgroup/*/kubepods")
+	found = append(found, cgroups...)
+	if mounts, err := os.ReadFile("/proc/mounts"); err == nil && strings.Contains(string(mounts), n.Dir) {
+		found = append(found, "mounts under "+n.Dir)
+	}
+	if _, err := os.Stat(n.Dir); err == nil {
+		found = append(found, n.Dir)
+	}
+	return found
+}
+
+// processesMentioning are the processes with s in their command line: the node's components and
+// containerd's shims all name the node's directory.
+func processesMentioning(s string) []int {
+	var pids []int
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline")); err == nil && strings.Contains(string(cmdline), s) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
 }
 
 // removeCgroups removes the kubepods hierarchies kubelet made, deepest first.
