@@ -58,9 +58,12 @@ images: ## Build the leasegate-webhook and leasegate-agent images (needs a Docke
 test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (what CI runs).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
+# As root, `make e2e` runs the real-cluster specs too.
+ROOT := $(filter 0,$(shell id -u))
+
 .PHONY: e2e
-e2e: $(CONTROLPLANE_DEP) $(HELM) ## Only the Ginkgo e2e suite, verbose.
-	$(GO) test -v -count=1 -timeout 20m ./test/e2e/ -ginkgo.v
+e2e: $(CONTROLPLANE_DEP) $(HELM) $(if $(ROOT),cluster-prerequisites) ## The whole Ginkgo e2e suite, verbose (as root with the real-cluster specs).
+	$(GO) test -v -count=1 -timeout 40m ./test/e2e/ -ginkgo.v $(if $(ROOT),-cluster)
 
 # The real-cluster specs run as root: they make a bridge, iptables chains, cgroups and mounts, and remove
 # them. The Debian packages they need are installed when missing.

@@ -52,7 +52,8 @@ type Node struct {
 // Kubernetes and etcd binaries (`make cluster-binaries`). Stop tears everything down, also after a failed
 // start.
 func StartNode(ctx context.Context, binaries string) (*Node, error) {
-	dir, err := os.MkdirTemp("", "leasegate-cluster-")
+	clearStale()
+	dir, err := os.MkdirTemp("", stateDirPrefix)
 	if err != nil {
 		return nil, err
 	}
@@ -63,6 +64,20 @@ func StartNode(ctx context.Context, binaries string) (*Node, error) {
 		return nil, fmt.Errorf("%w\n%s", err, logs)
 	}
 	return n, nil
+}
+
+// stateDirPrefix names the nodes' state directories, under the temporary directory.
+const stateDirPrefix = "leasegate-cluster-"
+
+// clearStale removes what a run killed before its teardown left behind (processes, chains, the bridge,
+// cgroups, mounts, state): the bridge's name and the ports are fixed, so the next start would fail.
+func clearStale() {
+	stale := &Node{Dir: filepath.Join(os.TempDir(), stateDirPrefix)}
+	stale.Stop() // matches every node's directory by this prefix
+	dirs, _ := filepath.Glob(stale.Dir + "*")
+	for _, dir := range dirs {
+		_ = os.RemoveAll(dir)
+	}
 }
 
 func (n *Node) start(ctx context.Context, binaries string) error {
