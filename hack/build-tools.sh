@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the tools the chart tests use from the Go module proxy into $BIN_DIR/tools: helm, and
-# cert-manager's controller and cainjector, plus cert-manager's CRDs. Cached: a second run is a no-op.
+# cert-manager's controller and cainjector, plus cert-manager's and the Prometheus Operator's CRDs.
+# Cached: a second run is a no-op.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -55,16 +56,35 @@ for component in controller cainjector; do
     "replace github.com/miekg/dns v1.1.41 => github.com/miekg/dns v1.1.34"
 done
 
+# fetch_module_files <module@version> <destination> <files...>: copies files (globs relative to the
+# module's root) out of a module the proxy serves, as plain YAML.
+fetch_module_files() {
+  local module=$1 destination=$2
+  shift 2
+  local dir
+  dir=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "$module" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+  mkdir -p "$destination.tmp"
+  for pattern in "$@"; do
+    cp "$dir"/$pattern "$destination.tmp/"
+  done
+  chmod -R u+w "$destination.tmp"
+  mv "$destination.tmp" "$destination"
+}
+
 crds="$tools/cert-manager-crds-$CERT_MANAGER_CRDS_VERSION"
 if [[ -d $crds ]]; then
   log "cert-manager CRDs $CERT_MANAGER_CRDS_VERSION are cached"
 else
   log "fetching cert-manager CRDs $CERT_MANAGER_CRDS_VERSION"
-  dir=$(cd "$(mktemp -d)" && GOFLAGS=-mod=mod go mod download -json "github.com/cert-manager/cert-manager@$CERT_MANAGER_CRDS_VERSION" |
-    sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-  mkdir -p "$crds.tmp"
-  cp "$dir"/deploy/crds/*.yaml "$crds.tmp/"
-  chmod -R u+w "$crds.tmp"
-  mv "$crds.tmp" "$crds"
+  fetch_module_files "github.com/cert-manager/cert-manager@$CERT_MANAGER_CRDS_VERSION" "$crds" 'deploy/crds/*.yaml'
+fi
+
+crds="$tools/prometheus-operator-crds-$PROMETHEUS_OPERATOR_VERSION"
+if [[ -d $crds ]]; then
+  log "Prometheus Operator CRDs $PROMETHEUS_OPERATOR_VERSION are cached"
+else
+  log "fetching the Prometheus Operator's ServiceMonitor, PodMonitor and PrometheusRule CRDs $PROMETHEUS_OPERATOR_VERSION"
+  fetch_module_files "github.com/prometheus-operator/prometheus-operator@$PROMETHEUS_OPERATOR_VERSION" "$crds" \
+    example/prometheus-operator-crd/monitoring.coreos.com_{servicemonitors,podmonitors,prometheusrules}.yaml
 fi
 echo "$tools"

@@ -14,6 +14,8 @@ type Tools struct {
 	// CertManagerController and CertManagerCAInjector are cert-manager's binaries; CertManagerCRDs the
 	// directory of its CRDs.
 	CertManagerController, CertManagerCAInjector, CertManagerCRDs string
+	// PrometheusOperatorCRDs is the directory of the ServiceMonitor, PodMonitor and PrometheusRule CRDs.
+	PrometheusOperatorCRDs string
 	// KubeVersion is the Kubernetes version charts are rendered for: the control plane's.
 	KubeVersion string
 }
@@ -26,13 +28,14 @@ func FindTools() (*Tools, error) {
 	}
 	dir := filepath.Join(RepoRoot(), "bin", "tools")
 	t := &Tools{
-		Helm:                  filepath.Join(dir, "helm-"+v["HELM_VERSION"]),
-		CertManagerController: filepath.Join(dir, "cert-manager-"+v["CERT_MANAGER_BINARIES_VERSION"], "controller"),
-		CertManagerCAInjector: filepath.Join(dir, "cert-manager-"+v["CERT_MANAGER_BINARIES_VERSION"], "cainjector"),
-		CertManagerCRDs:       filepath.Join(dir, "cert-manager-crds-"+v["CERT_MANAGER_CRDS_VERSION"]),
-		KubeVersion:           v["KUBERNETES_VERSION"],
+		Helm:                   filepath.Join(dir, "helm-"+v["HELM_VERSION"]),
+		CertManagerController:  filepath.Join(dir, "cert-manager-"+v["CERT_MANAGER_BINARIES_VERSION"], "controller"),
+		CertManagerCAInjector:  filepath.Join(dir, "cert-manager-"+v["CERT_MANAGER_BINARIES_VERSION"], "cainjector"),
+		CertManagerCRDs:        filepath.Join(dir, "cert-manager-crds-"+v["CERT_MANAGER_CRDS_VERSION"]),
+		PrometheusOperatorCRDs: filepath.Join(dir, "prometheus-operator-crds-"+v["PROMETHEUS_OPERATOR_VERSION"]),
+		KubeVersion:            v["KUBERNETES_VERSION"],
 	}
-	for _, path := range []string{t.Helm, t.CertManagerController, t.CertManagerCAInjector, t.CertManagerCRDs} {
+	for _, path := range []string{t.Helm, t.CertManagerController, t.CertManagerCAInjector, t.CertManagerCRDs, t.PrometheusOperatorCRDs} {
 		if _, err := os.Stat(path); err != nil {
 			return nil, fmt.Errorf("%s is missing: run `make tools`", path)
 		}
