@@ -20,6 +20,7 @@ func main() {
 	flag.StringVar(&opts.ConfigName, "config-name", "leasegate-config", "name of the ConfigMap holding config.yaml")
 	flag.StringVar(&opts.HealthProbeAddress, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.StringVar(&opts.MetricsAddress, "metrics-bind-address", ":8080", `address of /metrics ("0" disables it)`)
+	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve /metrics over TLS with the webhook's certificate, only to callers the API server authorizes for GET /metrics (false: plain HTTP, open)")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", true, "elect a leader among replicas for the background controllers (webhooks are served by every replica)")
 	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "serve webhooks and metrics over HTTP/2 as well")
 	zapOpts := zap.Options{}

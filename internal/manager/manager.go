@@ -50,8 +50,23 @@ type Options struct {
 	ConfigName           string
 	HealthProbeAddress   string
 	MetricsAddress       string
-	LeaderElect          bool
-	EnableHTTP2          bool
+	// MetricsSecure serves /metrics over TLS (the webhook's certificate) to callers the API server
+	// authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview).
+	MetricsSecure bool
+	LeaderElect   bool
+	EnableHTTP2   bool
+}
+
+// metricsOptions serves /metrics as kubebuilder's secure default does when opts.MetricsSecure: over TLS,
+// only to requesters allowed to GET /metrics.
+func metricsOptions(opts Options, tlsOpts []func(*tls.Config)) metricsserver.Options {
+	metrics := metricsserver.Options{BindAddress: opts.MetricsAddress, TLSOpts: tlsOpts}
+	if opts.MetricsSecure {
+		metrics.SecureServing = true
+		metrics.CertDir, metrics.CertName, metrics.KeyName = opts.CertDir, "tls.crt", "tls.key"
+		metrics.FilterProvider = metricsAccessFilter
+	}
+	return metrics
 }
 
 // Run serves until ctx ends.
@@ -74,7 +89,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.CertDir, TLSOpts: tlsOpts}),
-		Metrics:                       metricsserver.Options{BindAddress: opts.MetricsAddress, TLSOpts: tlsOpts},
+		Metrics:                       metricsOptions(opts, tlsOpts),
 		HealthProbeBindAddress:        opts.HealthProbeAddress,
 		LeaderElection:                opts.LeaderElect,
 		LeaderElectionID:              "leasegate-webhook",

@@ -15,7 +15,9 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -205,7 +207,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		}
 		binary, err := framework.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
-		ports := make([]int, 2)
+		ports := make([]int, 3)
 		for i := range ports {
 			l, err := net.Listen("tcp", "127.0.0.1:0")
 			Expect(err).NotTo(HaveOccurred())
@@ -214,7 +216,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		}
 		p, err := framework.StartProcess(exec.Command(binary, "--kubeconfig="+kubeconfig, "--namespace="+chartNamespace,
 			"--cert-dir="+certDir, fmt.Sprintf("--webhook-port=%d", ports[0]),
-			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]), "--metrics-bind-address=0"))
+			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[2])))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() {
 			p.Terminate(10 * time.Second)
@@ -263,6 +265,37 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(lease.Labels).To(HaveKeyWithValue("leasegate.io/managed", "true"))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
+
+		By("serving /metrics over TLS, only to callers allowed GET /metrics (leasegate-metrics-reader)")
+		token := func(sa string) string {
+			_, err := cp.Client.CoreV1().ServiceAccounts(chartNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			t, err := cp.Client.CoreV1().ServiceAccounts(chartNamespace).CreateToken(ctx, sa, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			return t.Status.Token
+		}
+		prometheus, stranger := token("prometheus"), token("stranger")
+		_, err = cp.Client.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "prometheus-reads-leasegate"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "leasegate-metrics-reader"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: chartNamespace}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		client, err := framework.WebhookClient(secret.Data["ca.crt"], chartNamespace)
+		Expect(err).NotTo(HaveOccurred())
+		scrape := func(token string) (int, string) {
+			code, body, err := framework.GetWithToken(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/metrics", ports[2]), token)
+			Expect(err).NotTo(HaveOccurred(), "metrics over TLS with the webhook's certificate, checked against cert-manager's CA")
+			return code, string(body)
+		}
+		code, _ := scrape("")
+		Expect(code).To(Equal(http.StatusUnauthorized), "no token")
+		code, _ = scrape(stranger)
+		Expect(code).To(Equal(http.StatusForbidden), "a service account not bound to leasegate-metrics-reader")
+		code, body := scrape(prometheus)
+		Expect(code).To(Equal(http.StatusOK), "a service account bound to leasegate-metrics-reader")
+		Expect(body).To(ContainSubstring("leasegate_config_last_reload_successful 1"))
+
 		Expect(p.Logs()).NotTo(ContainSubstring("forbidden"), "the chart's RBAC must cover everything leasegate-webhook does")
 	})
 })

@@ -3,10 +3,8 @@ package e2e
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -225,16 +223,20 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		Expect(outcomes[leader]["allowed"]).To(BeNumerically(">", 0), "the leader %s never wrote", leader)
 
 		By("the fence's decisions, summed over both webhook replicas, are the replicas' outcomes")
-		webhookMetrics := func() framework.Metrics {
-			merged := framework.Metrics{}
-			for _, p := range listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
-				m, err := scrape(fmt.Sprintf("http://%s:8080/metrics", p.Status.PodIP))
-				Expect(err).NotTo(HaveOccurred())
-				mergeMetrics(merged, m)
-			}
-			return merged
+		// Secure metrics: over TLS with the certificate cert-manager issued, as a caller allowed GET /metrics.
+		secret, err := node.Client.CoreV1().Secrets(leasegateNamespace).Get(ctx, "leasegate-webhook-tls", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		client, err := framework.WebhookClient(secret.Data["ca.crt"], leasegateNamespace)
+		Expect(err).NotTo(HaveOccurred())
+		m := framework.Metrics{}
+		for _, p := range listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
+			code, body, err := framework.GetWithToken(ctx, client, fmt.Sprintf("https://%s:8080/metrics", p.Status.PodIP), node.Config.BearerToken)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(code).To(Equal(http.StatusOK), string(body))
+			scraped, err := framework.ParseMetrics(body)
+			Expect(err).NotTo(HaveOccurred())
+			mergeMetrics(m, scraped)
 		}
-		m := webhookMetrics()
 		Expect(m.Sum("leasegate_fence_decisions_total", map[string]string{"webhook": "guarded", "guard": "ledger", "outcome": "allowed"})).To(BeNumerically("==", allowed))
 		Expect(m.Sum("leasegate_fence_decisions_total", map[string]string{"webhook": "guarded", "guard": "ledger", "outcome": "denied"})).To(BeNumerically("==", denied))
 
@@ -905,23 +907,6 @@ func (w *leaseWatch) nextRenewal(since time.Time) leaseChange {
 		return ptr.Deref(spec.HolderIdentity, "") != "" && spec.RenewTime != nil && spec.RenewTime.After(since)
 	})
 	return change
-}
-
-func scrape(url string) (framework.Metrics, error) {
-	client := http.Client{Timeout: 5 * time.Second}
-	resp, err := client.Get(url)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return nil, err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return nil, errors.New(resp.Status)
-	}
-	return framework.ParseMetrics(body)
 }
 
 // mergeMetrics appends src's series to dst's, so Sum adds up several replicas.

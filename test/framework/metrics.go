@@ -2,8 +2,15 @@ package framework
 
 import (
 	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"io"
 	"math"
+	"net/http"
 	"sort"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -80,4 +87,34 @@ func (m Metrics) matching(name string, labels map[string]string) []*dto.Metric {
 		}
 	}
 	return matched
+}
+
+// WebhookClient is an HTTPS client that trusts only caPEM and checks the certificate names
+// leasegate-webhook's Service in namespace, as the API server and a ServiceMonitor do.
+func WebhookClient(caPEM []byte, namespace string) (*http.Client, error) {
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(caPEM) {
+		return nil, errors.New("no CA certificate in the PEM given")
+	}
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{
+		RootCAs: roots, ServerName: "leasegate-webhook." + namespace + ".svc", MinVersion: tls.VersionTLS12,
+	}}}, nil
+}
+
+// GetWithToken GETs url with a bearer token ("" sends none) and returns the status and the body.
+func GetWithToken(ctx context.Context, client *http.Client, url, token string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return 0, nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
 }

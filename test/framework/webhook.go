@@ -66,6 +66,8 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 		"--webhook-port", strconv.Itoa(install.LocalServingPort),
 		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		// Plain metrics on loopback, for the specs to read; the chart's secure metrics have a spec of their own.
+		"--metrics-secure=false",
 	)
 	process, err := StartProcess(cmd)
 	if err != nil {
