@@ -55,7 +55,7 @@ images: ## Build the leasegate-webhook and leasegate-agent images (needs a Docke
 	docker build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/leasegate-agent:$(VERSION) .
 
 .PHONY: test
-test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (what CI runs).
+test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (CI runs it, then e2e-cluster).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 # As root, `make e2e` runs the real-cluster specs too.

@@ -252,3 +252,56 @@ func TestKustomizeBuildsTheSameInstall(t *testing.T) {
 		t.Errorf("kustomize build config/default =\n%s\nthe chart renders\n%s", strings.Join(built, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// TestMetricsSecurity checks what metrics.secure switches: the webhook's flag, the review rights it needs,
+// the reader role for scrapers, how the ServiceMonitor scrapes, and what `helm test` expects.
+func TestMetricsSecurity(t *testing.T) {
+	tl := tools(t)
+	for _, tc := range []struct {
+		name   string
+		values string
+		want   []string
+		absent []string
+	}{
+		{
+			name:   "secure by default",
+			values: "metrics: {serviceMonitor: {enabled: true}}\n",
+			want: []string{"--metrics-secure=true", "resources: [tokenreviews]", "resources: [subjectaccessreviews]",
+				"name: leasegate-metrics-reader", "- nonResourceURLs: [/metrics]", "scheme: https",
+				"serverName: leasegate-webhook.leasegate-system.svc", "secret: {name: leasegate-webhook-tls, key: ca.crt}",
+				"svc:8080/metrics | grep -q '^401$'"},
+		},
+		{
+			name:   "a certificate of the user's own: the ServiceMonitor trusts its Secret's ca.crt",
+			values: "metrics: {serviceMonitor: {enabled: true}}\ncertificates: {certManager: {enabled: false}, existingSecret: my-tls, caBundle: x}\n",
+			want:   []string{"secret: {name: my-tls, key: ca.crt}"},
+		},
+		{
+			name:   "plain metrics",
+			values: "metrics: {secure: false, serviceMonitor: {enabled: true}}\n",
+			want:   []string{"--metrics-secure=false", "curl -sf http://leasegate-webhook.leasegate-system.svc:8080/metrics"},
+			absent: []string{"tokenreviews", "subjectaccessreviews", "leasegate-metrics-reader", "scheme: https", "bearerTokenFile"},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(path, []byte(tc.values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			rendered, err := tl.RenderChart(namespace, path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, want := range tc.want {
+				if !strings.Contains(string(rendered), want) {
+					t.Errorf("rendered chart lacks %q", want)
+				}
+			}
+			for _, absent := range tc.absent {
+				if strings.Contains(string(rendered), absent) {
+					t.Errorf("rendered chart has %q", absent)
+				}
+			}
+		})
+	}
+}
