@@ -23,7 +23,7 @@ log() { printf '[controlplane] %s\n' "$*" >&2; }
 build_component() {
   local component=$1
   local out="$dest/$component"
-  if [[ -x $out ]] && "$out" --version 2>/dev/null | grep -qx "Kubernetes ${KUBERNETES_VERSION}"; then
+  if [[ -x $out && $("$out" --version 2>/dev/null) == "Kubernetes ${KUBERNETES_VERSION}" ]]; then
     log "$component ${KUBERNETES_VERSION} is cached"
     return
   fi
@@ -62,7 +62,9 @@ build_component() {
 
 build_etcd() {
   local out="$dest/etcd"
-  if [[ -x $out ]] && "$out" --version 2>/dev/null | grep -q "etcd Version: ${ETCD_VERSION#v}"; then
+  # Not `| grep -q`: grep exits at the first line, etcd dies of SIGPIPE writing the rest, and pipefail
+  # turns a cached binary into a rebuild.
+  if [[ -x $out && $("$out" --version 2>/dev/null) == *"etcd Version: ${ETCD_VERSION#v}"* ]]; then
     log "etcd ${ETCD_VERSION} is cached"
     return
   fi
