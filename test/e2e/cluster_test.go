@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,11 +91,8 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		Expect(err).NotTo(HaveOccurred())
 		webhookBinary, err := framework.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
-		workload := filepath.Join(dir, "workload")
-		build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", workload, "./test/workload")
-		build.Dir, build.Env = framework.RepoRoot(), append(os.Environ(), "CGO_ENABLED=0")
-		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
+		workload, err := framework.BuildBinary(dir, "./test/workload", "workload")
+		Expect(err).NotTo(HaveOccurred())
 		appVersion := chartAppVersion()
 		Expect(node.Import(
 			cluster.Image{Ref: "ghcr.io/leasegate/leasegate-agent:" + appVersion, Binary: agent},
@@ -118,7 +114,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		By("helm install leasegate, as the README says: the certificate from cert-manager")
 		values := filepath.Join(dir, "values.yaml")
 		Expect(os.WriteFile(values, []byte("image:\n  webhook: {pullPolicy: Never}\n  agent: {pullPolicy: Never}\n"), 0o644)).To(Succeed())
-		out, err = tools.InstallChart(filepath.Join(node.Dir, "admin.kubeconfig"), leasegateNamespace, values)
+		out, err := tools.InstallChart(filepath.Join(node.Dir, "admin.kubeconfig"), leasegateNamespace, values)
 		Expect(err).NotTo(HaveOccurred(), string(out))
 		awaitWebhookReplicas(ctx, node, 2)
 		By("waiting for cainjector to give both webhook configurations cert-manager's CA")

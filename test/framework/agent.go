@@ -20,15 +20,17 @@ import (
 
 // BuildAgent builds cmd/agent into dir and returns the binary's path.
 func BuildAgent(dir string) (string, error) {
-	return buildBinary(dir, "./cmd/agent", "leasegate-agent")
+	return BuildBinary(dir, "./cmd/agent", "leasegate-agent")
 }
 
 // BuildWebhook builds cmd/webhook into dir and returns the binary's path.
 func BuildWebhook(dir string) (string, error) {
-	return buildBinary(dir, "./cmd/webhook", "leasegate-webhook")
+	return BuildBinary(dir, "./cmd/webhook", "leasegate-webhook")
 }
 
-func buildBinary(dir, pkg, name string) (string, error) {
+// BuildBinary builds the package pkg (relative to the repository's root) as a static, stripped binary
+// named name in dir, and returns its path.
+func BuildBinary(dir, pkg, name string) (string, error) {
 	out := filepath.Join(dir, name)
 	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, pkg)
 	cmd.Dir = RepoRoot()

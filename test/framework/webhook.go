@@ -2,6 +2,7 @@ package framework
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -9,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
@@ -40,10 +42,6 @@ func WebhookManifests() string {
 // StartWebhook runs binary as leasegate-webhook in namespace and installs the webhook configurations once
 // it is ready, then waits until the API server actually calls it.
 func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace string) (*Webhook, error) {
-	install := &envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}, LocalServingHost: "127.0.0.1"}
-	if err := install.PrepWithoutInstalling(); err != nil {
-		return nil, err
-	}
 	if err := c.ensureNamespace(ctx, namespace, nil); err != nil {
 		return nil, err
 	}
@@ -51,36 +49,21 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 	if err := c.AdminKubeconfig(kubeconfig); err != nil {
 		return nil, err
 	}
-	healthPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	metricsPort, err := freePort()
-	if err != nil {
-		return nil, err
-	}
-	cmd := exec.Command(binary,
-		"--kubeconfig", kubeconfig,
-		"--namespace", namespace,
-		"--cert-dir", install.LocalServingCertDir,
-		"--webhook-port", strconv.Itoa(install.LocalServingPort),
-		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
-		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
-		// Plain metrics on loopback, for the specs to read; the chart's secure metrics have a spec of their own.
-		"--metrics-secure=false",
+	var (
+		w       *Webhook
+		install *envtest.WebhookInstallOptions
+		err     error
 	)
-	process, err := StartProcess(cmd)
-	if err != nil {
-		return nil, err
-	}
-	w := &Webhook{
-		Process: process, Namespace: namespace, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
-		URL: fmt.Sprintf("https://127.0.0.1:%d", install.LocalServingPort), CA: install.LocalServingCAData,
-	}
-
-	if err := w.waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)); err != nil {
-		w.Stop()
-		return nil, err
+	// A free port can be taken between choosing it and binding it (an outgoing connection's ephemeral
+	// port, say): then start again on new ports.
+	for attempt := 1; ; attempt++ {
+		w, install, err = startWebhookProcess(ctx, binary, kubeconfig, namespace)
+		if err == nil {
+			break
+		}
+		if attempt == 3 || !errors.Is(err, errPortTaken) {
+			return nil, err
+		}
 	}
 	// Installed only now that the server answers, as an installer would after the rollout.
 	if err := c.installWebhookConfigurations(ctx, install); err != nil {
@@ -92,6 +75,49 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 		return nil, fmt.Errorf("%w\n%s", err, w.Logs())
 	}
 	return w, nil
+}
+
+var errPortTaken = errors.New("a port leasegate-webhook was given was taken before it could bind it")
+
+// startWebhookProcess runs leasegate-webhook on free loopback ports and waits until it is ready.
+func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace string) (*Webhook, *envtest.WebhookInstallOptions, error) {
+	install := &envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}, LocalServingHost: "127.0.0.1"}
+	if err := install.PrepWithoutInstalling(); err != nil {
+		return nil, nil, err
+	}
+	healthPort, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	metricsPort, err := freePort()
+	if err != nil {
+		return nil, nil, err
+	}
+	process, err := StartProcess(exec.Command(binary,
+		"--kubeconfig", kubeconfig,
+		"--namespace", namespace,
+		"--cert-dir", install.LocalServingCertDir,
+		"--webhook-port", strconv.Itoa(install.LocalServingPort),
+		"--health-probe-bind-address", fmt.Sprintf("127.0.0.1:%d", healthPort),
+		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
+		// Plain metrics on loopback, for the specs to read; the chart's secure metrics have a spec of their own.
+		"--metrics-secure=false",
+	))
+	if err != nil {
+		return nil, nil, err
+	}
+	w := &Webhook{
+		Process: process, Namespace: namespace, MetricsURL: fmt.Sprintf("http://127.0.0.1:%d/metrics", metricsPort),
+		URL: fmt.Sprintf("https://127.0.0.1:%d", install.LocalServingPort), CA: install.LocalServingCAData,
+	}
+	if err := w.waitReady(ctx, fmt.Sprintf("http://127.0.0.1:%d/readyz", healthPort)); err != nil {
+		w.Stop()
+		if strings.Contains(w.Logs(), "address already in use") {
+			return nil, nil, fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+		return nil, nil, err
+	}
+	return w, install, nil
 }
 
 func (c *ControlPlane) installWebhookConfigurations(ctx context.Context, install *envtest.WebhookInstallOptions) error {

@@ -241,12 +241,9 @@ authorization: {mode: AlwaysAllow}
 // importPause builds the sandbox image (containerd 1.6's default name) and imports it: nothing can be
 // pulled here.
 func (n *Node) importPause() error {
-	binary := filepath.Join(n.Dir, "pause")
-	build := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", binary, "./test/e2e/cluster/pause")
-	build.Dir = framework.RepoRoot()
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building pause: %w\n%s", err, out)
+	binary, err := framework.BuildBinary(n.Dir, "./test/e2e/cluster/pause", "pause")
+	if err != nil {
+		return err
 	}
 	return n.Import(Image{Ref: "registry.k8s.io/pause:3.6", Binary: binary})
 }
