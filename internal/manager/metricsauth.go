@@ -45,16 +45,16 @@ type metricsAccess struct {
 }
 
 type verdict struct {
-	code    int // http.StatusOK or http.StatusForbidden
+	code    int // http.StatusOK, http.StatusUnauthorized or http.StatusForbidden
 	expires time.Time
 }
 
 // check answers with the HTTP status a request with this Authorization header gets: 200, 401 (no or an
-// unknown token), 403 (not allowed) or 500 (the API server could not be asked).
-func (m *metricsAccess) check(ctx context.Context, authorization, verb, path string) int {
+// unknown token), 403 (not allowed) or 500 with the error (the API server could not be asked).
+func (m *metricsAccess) check(ctx context.Context, authorization, verb, path string) (int, error) {
 	token, ok := strings.CutPrefix(authorization, "Bearer ")
 	if !ok || strings.TrimSpace(token) == "" {
-		return http.StatusUnauthorized
+		return http.StatusUnauthorized, nil
 	}
 	key := sha256.Sum256([]byte(verb + " " + path + " " + token))
 	now := m.now()
@@ -62,12 +62,12 @@ func (m *metricsAccess) check(ctx context.Context, authorization, verb, path str
 	v, cached := m.verdicts[key]
 	m.mu.Unlock()
 	if cached && now.Before(v.expires) {
-		return v.code
+		return v.code, nil
 	}
 
 	code, err := m.review(ctx, token, verb, path)
 	if err != nil {
-		return http.StatusInternalServerError // not cached: the next scrape asks again
+		return http.StatusInternalServerError, err // not cached: the next scrape asks again
 	}
 	v = verdict{code: code, expires: now.Add(refusedFor)}
 	if code == http.StatusOK {
@@ -79,7 +79,7 @@ func (m *metricsAccess) check(ctx context.Context, authorization, verb, path str
 	}
 	m.verdicts[key] = v
 	m.mu.Unlock()
-	return v.code
+	return v.code, nil
 }
 
 func (m *metricsAccess) review(ctx context.Context, token, verb, path string) (int, error) {
@@ -103,15 +103,15 @@ func metricsAccessFilter(config *rest.Config, httpClient *http.Client) (metricss
 	access := &metricsAccess{reviewer: apiReviewer{clientset}, now: time.Now, verdicts: map[[sha256.Size]byte]verdict{}}
 	return func(log logr.Logger, handler http.Handler) (http.Handler, error) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			switch code := access.check(r.Context(), r.Header.Get("Authorization"), strings.ToLower(r.Method), r.URL.Path); code {
-			case http.StatusOK:
+			code, err := access.check(r.Context(), r.Header.Get("Authorization"), strings.ToLower(r.Method), r.URL.Path)
+			if code == http.StatusOK {
 				handler.ServeHTTP(w, r)
-			case http.StatusInternalServerError:
-				log.Info("Could not ask the API server whether a metrics caller may scrape; check leasegate-webhook's RBAC for tokenreviews and subjectaccessreviews")
-				http.Error(w, http.StatusText(code), code)
-			default:
-				http.Error(w, http.StatusText(code), code)
+				return
 			}
+			if err != nil {
+				log.Error(err, "Could not ask the API server whether a metrics caller may scrape; check leasegate-webhook's RBAC for tokenreviews and subjectaccessreviews")
+			}
+			http.Error(w, http.StatusText(code), code)
 		}), nil
 	}, nil
 }

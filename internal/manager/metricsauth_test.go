@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"net/http"
 	"testing"
 	"time"
@@ -60,8 +61,9 @@ func TestMetricsAccess(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			now := time.Now()
-			if got := newAccess(reviewer, &now).check(context.Background(), tc.authorization, tc.verb, tc.path); got != tc.want {
-				t.Errorf("check = %d, want %d", got, tc.want)
+			got, err := newAccess(reviewer, &now).check(context.Background(), tc.authorization, tc.verb, tc.path)
+			if got != tc.want || err != nil {
+				t.Errorf("check = %d, %v; want %d, nil", got, err, tc.want)
 			}
 		})
 	}
@@ -74,7 +76,10 @@ func TestMetricsAccessReusesVerdicts(t *testing.T) {
 	}
 	now := time.Now()
 	access := newAccess(reviewer, &now)
-	ask := func(token string) int { return access.check(context.Background(), "Bearer "+token, "get", "/metrics") }
+	ask := func(token string) int {
+		code, _ := access.check(context.Background(), "Bearer "+token, "get", "/metrics")
+		return code
+	}
 
 	ask("prometheus-token")
 	ask("app-token")
@@ -103,8 +108,8 @@ func TestMetricsAccessDoesNotCacheFailures(t *testing.T) {
 	now := time.Now()
 	access := newAccess(reviewer, &now)
 	for range 2 {
-		if got := access.check(context.Background(), "Bearer prometheus-token", "get", "/metrics"); got != http.StatusInternalServerError {
-			t.Errorf("check = %d while the API server cannot be asked, want 500", got)
+		if got, err := access.check(context.Background(), "Bearer prometheus-token", "get", "/metrics"); got != http.StatusInternalServerError || err == nil {
+			t.Errorf("check = %d, %v while the API server cannot be asked, want 500 and the error", got, err)
 		}
 	}
 	if reviewer.asked != 2 {
@@ -117,7 +122,7 @@ func TestMetricsAccessCacheIsBounded(t *testing.T) {
 	now := time.Now()
 	access := newAccess(reviewer, &now)
 	for i := range 3 * maxCachedCallers {
-		access.check(context.Background(), "Bearer token-"+string(rune('a'+i%26))+time.Duration(i).String(), "get", "/metrics")
+		_, _ = access.check(context.Background(), fmt.Sprintf("Bearer token-%d", i), "get", "/metrics")
 	}
 	if n := len(access.verdicts); n > maxCachedCallers {
 		t.Errorf("%d cached verdicts, want at most %d", n, maxCachedCallers)
