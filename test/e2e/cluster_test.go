@@ -430,7 +430,9 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			Eventually(func(g Gomega) {
 				// Every agent is asked, old and new, terminating or not.
 				claimants := leaders(ctx, node, "orders")
-				Expect(len(claimants)).To(BeNumerically("<=", 1), "two agents claim to lead at once: %v", claimants)
+				if proof, found := overlap(claimants); found {
+					Fail("two agents led at once: " + proof)
+				}
 				d, err := node.Client.AppsV1().Deployments(app).Get(ctx, "orders", metav1.GetOptions{})
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(d.Status.ObservedGeneration).To(BeNumerically(">", deployment.Generation))
@@ -774,18 +776,19 @@ func agentStatus(pod *corev1.Pod) (lease.Status, error) {
 	return status, json.NewDecoder(resp.Body).Decode(&status)
 }
 
-// leaders are the running pods of the workload whose agents say they lead.
-func leaders(ctx context.Context, node *cluster.Node, workload string) []string {
-	var names []string
+// leaders asks every agent of the workload, one after the other, whether it leads.
+func leaders(ctx context.Context, node *cluster.Node, workload string) []claim {
+	var claims []claim
 	for _, p := range listPods(ctx, node, workload) {
 		if p.Status.PodIP == "" {
 			continue
 		}
-		if status, err := agentStatus(&p); err == nil && status.IsLeader {
-			names = append(names, p.Name)
+		asked := time.Now()
+		if status, err := agentStatus(&p); err == nil && status.IsLeader && status.Since != nil {
+			claims = append(claims, claim{pod: p.Name, since: *status.Since, asked: asked})
 		}
 	}
-	return names
+	return claims
 }
 
 // readyEndpoints are the pods the workload's Service sends traffic to.
