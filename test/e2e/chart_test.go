@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -209,10 +208,8 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		Expect(err).NotTo(HaveOccurred())
 		ports := make([]int, 3)
 		for i := range ports {
-			l, err := net.Listen("tcp", "127.0.0.1:0")
+			ports[i], err = framework.FreePort()
 			Expect(err).NotTo(HaveOccurred())
-			ports[i] = l.Addr().(*net.TCPAddr).Port
-			Expect(l.Close()).To(Succeed())
 		}
 		p, err := framework.StartProcess(exec.Command(binary, "--kubeconfig="+kubeconfig, "--namespace="+chartNamespace,
 			"--cert-dir="+certDir, fmt.Sprintf("--webhook-port=%d", ports[0]),

@@ -2,8 +2,10 @@ package framework
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -58,7 +60,7 @@ type Agent struct {
 // StartAgent runs the agent binary as pod would run it: its environment is what the webhook injects and
 // the downward API fills in, its credentials the pod-bound token.
 func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*Agent, error) {
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -100,7 +102,7 @@ func StartInjectedAgent(binary string, pod *corev1.Pod, identity *Pod) (*Agent, 
 	if agent == nil {
 		return nil, fmt.Errorf("pod %s/%s has no leasegate-agent container", pod.Namespace, pod.Name)
 	}
-	port, err := freePort()
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
@@ -172,11 +174,23 @@ func (a *Agent) Metric(name string) (float64, error) {
 	return 0, fmt.Errorf("no series %s in /metrics", name)
 }
 
-func freePort() (int, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, err
+// FreePort returns a loopback port that is free now, for a process to bind a moment later. It is chosen
+// below the kernel's ephemeral range, so that an outgoing connection's port cannot take it in between:
+// envtest's webhook port, chosen inside that range, once was taken that way.
+func FreePort() (int, error) {
+	low := 32768 // Linux's default start of net.ipv4.ip_local_port_range
+	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if fields := strings.Fields(string(data)); len(fields) == 2 {
+			if n, err := strconv.Atoi(fields[0]); err == nil && n > 20000 {
+				low = n
+			}
+		}
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
+	for range 100 {
+		port := 20000 + rand.IntN(low-20000)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
+			return port, l.Close()
+		}
+	}
+	return 0, errors.New("no free port below the ephemeral range after 100 tries")
 }

@@ -85,11 +85,11 @@ func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace stri
 	if err := install.PrepWithoutInstalling(); err != nil {
 		return nil, nil, err
 	}
-	healthPort, err := freePort()
+	healthPort, err := FreePort()
 	if err != nil {
 		return nil, nil, err
 	}
-	metricsPort, err := freePort()
+	metricsPort, err := FreePort()
 	if err != nil {
 		return nil, nil, err
 	}
