@@ -207,6 +207,12 @@ address: %s
 readOnlyPort: 0
 authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
 authorization: {mode: AlwaysAllow}
+# The node shares this machine's disk, which can be fuller than kubelet's defaults allow (imagefs under 15%%
+# free means DiskPressure: the node is tainted and nothing is scheduled), and image garbage collection
+# would delete the imported images, which can never be pulled again. Only a really full disk counts.
+evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
+imageGCHighThresholdPercent: 100
+imageGCLowThresholdPercent: 99
 `, n.socket, path("pod-logs"), gateway)), 0o644); err != nil {
 		return err
 	}
