@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -629,13 +630,8 @@ func deployWorkload(ctx context.Context, node *cluster.Node, name string, replic
 	_, err := node.Client.CoreV1().ServiceAccounts(app).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 	labels := map[string]string{"app.kubernetes.io/name": name}
-	podAnnotations := map[string]string{}
-	for k, v := range fastElection {
-		podAnnotations[k] = v
-	}
-	for k, v := range annotations {
-		podAnnotations[k] = v
-	}
+	podAnnotations := maps.Clone(fastElection)
+	maps.Copy(podAnnotations, annotations)
 	_, err = node.Client.AppsV1().Deployments(app).Create(ctx, &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec: appsv1.DeploymentSpec{
