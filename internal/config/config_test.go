@@ -135,7 +135,9 @@ guards:
 - name: billing
   lease: billing
   resources: []
+  holderFormat: "{pod}-{any}"
 - name: billing
+  holderFormat: cert-manger
   lease: ""
   resources: [{group: "", resources: []}]`,
 			want: []string{
@@ -148,6 +150,8 @@ guards:
 				`guards[0].namespaces[0]: Invalid value: "Shop"`,
 				`guards[0].enforcement: Unsupported value: "block": supported values: "deny", "warn", "dryrun"`,
 				`guards[1].resources: Required value: a guard fences at least one resource`,
+				`guards[1].holderFormat: Invalid value: "{pod}-{any}": ambiguous: with only "-" between {pod} and {any}, pod "web" would hold the lease of pod "web-1"; separate them with a character no pod name has, such as '_', or use {uid}`,
+				`guards[2].holderFormat: Invalid value: "cert-manger": neither a preset (cert-manager, client-go, leasegate-agent, pod-name) nor a template with {pod}`,
 				`guards[2].name: Duplicate value: "billing"`,
 				`guards[2].lease: Required value`,
 				`guards[2].resources[0].resources: Required value`,

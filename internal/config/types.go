@@ -62,6 +62,10 @@ type Guard struct {
 	Namespaces []string `json:"namespaces,omitempty"`
 	// Enforcement defaults to deny.
 	Enforcement Enforcement `json:"enforcement,omitempty"`
+	// HolderFormat says how the lease's holder names a pod: a preset (leasegate-agent, client-go,
+	// cert-manager, pod-name) or a template such as "{pod}-{uid}" (lease.HolderFormat). Empty: the agent's
+	// "{pod}_{uid}" on leases leasegate manages, client-go's "{pod}_{any}" on others.
+	HolderFormat string `json:"holderFormat,omitempty"`
 }
 
 // GuardedResource is a group, some of its resources, and the operations on them.

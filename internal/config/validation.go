@@ -93,6 +93,11 @@ func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
 				errs = append(errs, field.Invalid(p.Child("namespaces").Index(j), ns, msgs[0]))
 			}
 		}
+		if g.HolderFormat != "" {
+			if _, err := lease.ParseHolderFormat(g.HolderFormat); err != nil {
+				errs = append(errs, field.Invalid(p.Child("holderFormat"), g.HolderFormat, err.Error()))
+			}
+		}
 		switch g.Enforcement {
 		case EnforcementDeny, EnforcementWarn, EnforcementDryRun:
 		default:

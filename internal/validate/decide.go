@@ -89,6 +89,7 @@ const (
 	LeaseReleased
 	LeaseExpired
 	HeldByAnother
+	HolderFormatMismatch
 	ForeignHolder
 	TakeUnexpired
 	NotHolder
@@ -96,19 +97,20 @@ const (
 )
 
 var reasonText = [...]string{
-	NotGuarded:    "no guard covers this write",
-	Exempt:        "the requester is exempt",
-	NotGated:      "the guards do not gate this requester",
-	HoldsLease:    "the requester holds the lease",
-	NoPodIdentity: "the requester has no pod identity (a token bound to a pod), so it cannot hold a lease",
-	LeaseMissing:  "the lease does not exist, so nobody holds it",
-	LeaseReleased: "the lease is released, so nobody holds it",
-	LeaseExpired:  "the lease has expired, so nobody holds it",
-	HeldByAnother: "another pod holds the lease",
-	ForeignHolder: "a pod may write only its own identity as the holder",
-	TakeUnexpired: "the lease is held by another pod and has not expired",
-	NotHolder:     "only the holder may renew or release the lease",
-	DeleteLease:   "pods may not delete a lease",
+	NotGuarded:           "no guard covers this write",
+	Exempt:               "the requester is exempt",
+	NotGated:             "the guards do not gate this requester",
+	HoldsLease:           "the requester holds the lease",
+	NoPodIdentity:        "the requester has no pod identity (a token bound to a pod), so it cannot hold a lease",
+	LeaseMissing:         "the lease does not exist, so nobody holds it",
+	LeaseReleased:        "the lease is released, so nobody holds it",
+	LeaseExpired:         "the lease has expired, so nobody holds it",
+	HeldByAnother:        "another pod holds the lease",
+	HolderFormatMismatch: "the holder contains this pod's name, but not in the holder format the guard reads",
+	ForeignHolder:        "a pod may write only its own identity as the holder",
+	TakeUnexpired:        "the lease is held by another pod and has not expired",
+	NotHolder:            "only the holder may renew or release the lease",
+	DeleteLease:          "pods may not delete a lease",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -116,7 +118,7 @@ func (r Reason) String() string { return reasonText[r] }
 var reasonCodes = [...]string{
 	NotGuarded: "not_guarded", Exempt: "exempt", NotGated: "not_gated", HoldsLease: "holds_lease",
 	NoPodIdentity: "no_pod_identity", LeaseMissing: "lease_missing", LeaseReleased: "lease_released",
-	LeaseExpired: "lease_expired", HeldByAnother: "held_by_another", ForeignHolder: "foreign_holder",
+	LeaseExpired: "lease_expired", HeldByAnother: "held_by_another", HolderFormatMismatch: "holder_format_mismatch", ForeignHolder: "foreign_holder",
 	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
 }
 
@@ -134,6 +136,9 @@ type Verdict struct {
 	LeaseNamespace, LeaseName string
 	// Holder is the lease's holder identity, when it names one.
 	Holder string
+	// HolderFormat is the format the guard read the holder with; set only for HolderFormatMismatch,
+	// whose message suggests a better one.
+	HolderFormat string
 }
 
 // Request is a write the fence decides on.
@@ -193,14 +198,22 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 	}
 	j := lease.Judge(&l.Spec, now, p.margin)
 	v.Holder = j.Holder
+	format := g.holderFormat
+	if format == nil {
+		format = defaultHolderFormat(l)
+	}
 	switch {
 	case j.State == lease.Released:
 		v.Reason = LeaseReleased
 	case j.State == lease.Expired:
 		v.Reason = LeaseExpired
-	case holds(j.Holder, podName, podUID, l.Labels[labels.Managed] == "true"):
+	case format.Names(j.Holder, podName, podUID):
 		v.Reason = HoldsLease
 		return v
+	case !format.Fits(j.Holder) && strings.Contains(j.Holder, podName):
+		// Likely the requester itself, written in a format the guard does not read: say so, or the
+		// guard's author would see the leader fenced for no visible reason.
+		v.Reason, v.HolderFormat = HolderFormatMismatch, format.String()
 	default:
 		v.Reason = HeldByAnother
 	}
@@ -208,16 +221,16 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 	return v
 }
 
-// holds matches a holder identity against a pod. Leases leasegate manages carry agent identities,
-// "<pod name>_<pod UID>", and must match both: a recreated pod of the same name (a StatefulSet replica)
-// is not its predecessor. Other leases carry the identities of controllers that run their own election,
-// "<hostname>_<random UUID>" with the pod name as hostname, and match by pod name.
-func holds(holder, podName, podUID string, agentIdentity bool) bool {
-	name, suffix, ok := strings.Cut(holder, "_")
-	if !ok || name != podName {
-		return false
+// defaultHolderFormat reads the holder of a guard's lease when the guard names no format. Leases
+// leasegate manages carry agent identities, "<pod name>_<pod UID>", and must match both: a recreated pod
+// of the same name (a StatefulSet replica) is not its predecessor. Other leases carry the identities of
+// controllers that run their own election, by default client-go's "<hostname>_<random UUID>" with the
+// pod name as hostname, and match by pod name.
+func defaultHolderFormat(l *coordinationv1.Lease) *lease.HolderFormat {
+	if l.Labels[labels.Managed] == "true" {
+		return lease.AgentFormat
 	}
-	return !agentIdentity || suffix == podUID
+	return lease.ClientGoFormat
 }
 
 func outcomeOf(e config.Enforcement) Outcome {
@@ -264,9 +277,9 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 		current = lease.Judge(&old.Spec, now, p.margin)
 	}
 	v.Holder = current.Holder
-	ownsCurrent := current.Holder != "" && holds(current.Holder, podName, podUID, true)
+	ownsCurrent := current.Holder != "" && lease.AgentFormat.Names(current.Holder, podName, podUID)
 	switch {
-	case next != "" && !holds(next, podName, podUID, true):
+	case next != "" && !lease.AgentFormat.Names(next, podName, podUID):
 		v.Reason = ForeignHolder
 	case next != "" && current.State == lease.Held && !ownsCurrent:
 		v.Reason = TakeUnexpired

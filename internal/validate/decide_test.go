@@ -146,6 +146,75 @@ func TestDecide(t *testing.T) {
 	}
 }
 
+// holderFormatConfig has guards whose leases' holders are written by controllers other than the agent.
+const holderFormatConfig = `
+guards:
+- name: cert-manager
+  lease: kube-system/cert-manager-controller
+  holderFormat: cert-manager
+  resources: [{group: cert-manager.io, resources: [certificaterequests]}]
+- name: pod-name
+  lease: ops/by-pod-name
+  holderFormat: pod-name
+  resources: [{group: "", resources: [endpoints]}]
+- name: default-format
+  lease: ops/cert-manager-default
+  resources: [{group: "", resources: [serviceaccounts]}]
+- name: by-uid
+  lease: ops/by-uid
+  holderFormat: "{pod}-{uid}"
+  resources: [{group: "", resources: [pods]}]
+`
+
+var holderFormatLeases = leaseMap{
+	{"kube-system", "cert-manager-controller"}: heldLease("kube-system", "cert-manager-controller",
+		"cm-0-external-cert-manager-controller", time.Second, false),
+	{"ops", "cert-manager-default"}: heldLease("ops", "cert-manager-default", "ctrl-0-external-cert-manager-controller", time.Second, false),
+	{"ops", "by-pod-name"}:          heldLease("ops", "by-pod-name", "web-1", time.Second, false),
+	{"ops", "by-uid"}:               heldLease("ops", "by-uid", "web-1-uid-w1", time.Second, false),
+}
+
+func TestDecideHolderFormats(t *testing.T) {
+	cfg, err := config.Load([]byte(holderFormatConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	tests := []struct {
+		name       string
+		requester  *Requester
+		op         string
+		group, res string
+		namespace  string
+		want       Verdict
+	}{
+		{"cert-manager's leader holds its lease in kube-system, read with the cert-manager preset", pod("cert-manager", "cert-manager", "cm-0", "u0"), "CREATE", "cert-manager.io", "certificaterequests", "shop",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
+		{"cert-manager's other replica is fenced", pod("cert-manager", "cert-manager", "cm-1", "u1"), "CREATE", "cert-manager.io", "certificaterequests", "shop",
+			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
+		{"pod-name format: the pod named", pod("ops", "web", "web-1", "uid-w1"), "UPDATE", "", "endpoints", "ops",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "pod-name", LeaseNamespace: "ops", LeaseName: "by-pod-name", Holder: "web-1"}},
+		{"pod-name format: pod web does not hold the lease of pod web-1", pod("ops", "web", "web", "uid-w"), "UPDATE", "", "endpoints", "ops",
+			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "pod-name", LeaseNamespace: "ops", LeaseName: "by-pod-name", Holder: "web-1"}},
+		{"{pod}-{uid} format: name and UID match", pod("ops", "web", "web-1", "uid-w1"), "UPDATE", "", "pods", "ops",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "by-uid", LeaseNamespace: "ops", LeaseName: "by-uid", Holder: "web-1-uid-w1"}},
+		{"{pod}-{uid} format: a recreated pod with a new UID", pod("ops", "web", "web-1", "uid-new"), "UPDATE", "", "pods", "ops",
+			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "by-uid", LeaseNamespace: "ops", LeaseName: "by-uid", Holder: "web-1-uid-w1"}},
+		{"a holder naming the requester in another format is reported as a format mismatch", pod("ops", "ctrl", "ctrl-0", "u"), "UPDATE", "", "serviceaccounts", "ops",
+			Verdict{Outcome: Denied, Reason: HolderFormatMismatch, Guard: "default-format", LeaseNamespace: "ops", LeaseName: "cert-manager-default", Holder: "ctrl-0-external-cert-manager-controller", HolderFormat: "client-go"}},
+		{"a holder that merely contains the requester's name is reported the same way (the message asks, it does not assert)", pod("ops", "ctrl", "ctrl-0-external", "u"), "UPDATE", "", "serviceaccounts", "ops",
+			Verdict{Outcome: Denied, Reason: HolderFormatMismatch, Guard: "default-format", LeaseNamespace: "ops", LeaseName: "cert-manager-default", Holder: "ctrl-0-external-cert-manager-controller", HolderFormat: "client-go"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.Decide(&Request{Requester: tt.requester, Operation: tt.op, Group: tt.group, Resource: tt.res, Namespace: tt.namespace}, holderFormatLeases, now)
+			if got != tt.want {
+				t.Errorf("Decide() =\n%+v\nwant\n%+v", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestDecideMissingPodIdentityModes(t *testing.T) {
 	legacy := &Requester{Username: "system:serviceaccount:shop:orders"}
 	req := &Request{Requester: legacy, Operation: "UPDATE", Group: "apps", Resource: "deployments", Namespace: "shop"}
@@ -203,6 +272,22 @@ func BenchmarkDecideAllow(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		if v := p.Decide(req, leases, now); v.Reason != HoldsLease {
+			b.Fatal(v)
+		}
+	}
+}
+
+// BenchmarkDecideAllowHolderFormat is BenchmarkDecideAllow through a guard with a template format.
+func BenchmarkDecideAllowHolderFormat(b *testing.B) {
+	cfg, err := config.Load([]byte(holderFormatConfig))
+	if err != nil {
+		b.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	req := &Request{Requester: pod("cert-manager", "cert-manager", "cm-0", "u0"), Operation: "CREATE", Group: "cert-manager.io", Resource: "certificaterequests", Namespace: "shop"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := p.Decide(req, holderFormatLeases, now); v.Reason != HoldsLease {
 			b.Fatal(v)
 		}
 	}

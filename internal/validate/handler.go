@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // EventReasonDenied is the reason of the Event recorded for every write a guard fences.
@@ -144,8 +145,22 @@ func message(req *admission.Request, v Verdict) string {
 	if v.Guard != "" {
 		guard = fmt.Sprintf(" (guard %q)", v.Guard)
 	}
-	return fmt.Sprintf("leasegate: %s may not %s %s: lease %s/%s is held by %s%s: %s",
-		requesterName(req), verb(req), target(req), v.LeaseNamespace, v.LeaseName, holder, guard, v.Reason)
+	return fmt.Sprintf("leasegate: %s may not %s %s: lease %s/%s is held by %s%s: %s%s",
+		requesterName(req), verb(req), target(req), v.LeaseNamespace, v.LeaseName, holder, guard, v.Reason, formatHint(req, v))
+}
+
+// formatHint tells the author of a guard whose lease's holder names the requester in another format
+// which holderFormat would read it.
+func formatHint(req *admission.Request, v Verdict) string {
+	if v.Reason != HolderFormatMismatch {
+		return ""
+	}
+	name, uid, _ := requesterOf(req).Pod()
+	hint := fmt.Sprintf(" (holderFormat %q)", v.HolderFormat)
+	if suggested := lease.SuggestFormat(v.Holder, name, uid); suggested != "" {
+		hint += fmt.Sprintf("; if the holder is this pod, set the guard's holderFormat to %q", suggested)
+	}
+	return hint
 }
 
 func warning(v Verdict) string {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // Operation bits, so a guard's operations are one mask test.
@@ -30,6 +31,8 @@ type guard struct {
 	accounts         map[namespacedName]bool
 	namespaces       map[string]bool // nil: every namespace
 	enforcement      config.Enforcement
+	// holderFormat reads the lease's holder; nil: by the lease (defaultHolderFormat).
+	holderFormat *lease.HolderFormat
 }
 
 type rule struct {
@@ -71,6 +74,9 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 		g := &cfg.Guards[i]
 		cg := &guard{name: g.Name, enforcement: g.Enforcement, accountsAnywhere: map[string]bool{}, accounts: map[namespacedName]bool{}}
 		cg.leaseNamespace, cg.leaseName = splitQualified(g.Lease)
+		if g.HolderFormat != "" {
+			cg.holderFormat = lease.MustParseHolderFormat(g.HolderFormat) // validated by config.Load
+		}
 		for _, sa := range g.ServiceAccounts {
 			if ns, name := splitQualified(sa); ns == "" {
 				cg.accountsAnywhere[name] = true

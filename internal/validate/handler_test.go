@@ -1,0 +1,55 @@
+package validate
+
+import (
+	"testing"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+)
+
+func TestMessage(t *testing.T) {
+	req := &admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+		Operation: admissionv1.Create, Namespace: "shop", Name: "web-tls-1",
+		Resource: metav1.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificaterequests"},
+		UserInfo: authenticationv1.UserInfo{
+			Username: "system:serviceaccount:cert-manager:cert-manager",
+			Extra:    map[string]authenticationv1.ExtraValue{extraPodName: {"cm-0"}, extraPodUID: {"u0"}},
+		},
+	}}
+	held := Verdict{Outcome: Denied, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller"}
+	tests := []struct {
+		name    string
+		reason  Reason
+		holder  string
+		format  string
+		message string
+	}{
+		{"another pod holds the lease", HeldByAnother, "cm-1-external-cert-manager-controller", "",
+			`leasegate: pod shop/cm-0 (system:serviceaccount:cert-manager:cert-manager) may not create certificaterequests.cert-manager.io shop/web-tls-1: ` +
+				`lease kube-system/cert-manager-controller is held by cm-1-external-cert-manager-controller (guard "cert-manager"): another pod holds the lease`},
+		{"nobody holds the lease", LeaseReleased, "", "",
+			`leasegate: pod shop/cm-0 (system:serviceaccount:cert-manager:cert-manager) may not create certificaterequests.cert-manager.io shop/web-tls-1: ` +
+				`lease kube-system/cert-manager-controller is held by nobody (guard "cert-manager"): the lease is released, so nobody holds it`},
+		{"the holder names the requester in another format: the preset that reads it", HolderFormatMismatch, "cm-0-external-cert-manager-controller", "client-go",
+			`leasegate: pod shop/cm-0 (system:serviceaccount:cert-manager:cert-manager) may not create certificaterequests.cert-manager.io shop/web-tls-1: ` +
+				`lease kube-system/cert-manager-controller is held by cm-0-external-cert-manager-controller (guard "cert-manager"): ` +
+				`the holder contains this pod's name, but not in the holder format the guard reads (holderFormat "client-go"); ` +
+				`if the holder is this pod, set the guard's holderFormat to "cert-manager"`},
+		{"the holder names the requester in another format: a template", HolderFormatMismatch, "leader=cm-0,u0", "pod-name",
+			`leasegate: pod shop/cm-0 (system:serviceaccount:cert-manager:cert-manager) may not create certificaterequests.cert-manager.io shop/web-tls-1: ` +
+				`lease kube-system/cert-manager-controller is held by leader=cm-0,u0 (guard "cert-manager"): ` +
+				`the holder contains this pod's name, but not in the holder format the guard reads (holderFormat "pod-name"); ` +
+				`if the holder is this pod, set the guard's holderFormat to "leader={pod},{uid}"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			v := held
+			v.Reason, v.Holder, v.HolderFormat = tt.reason, tt.holder, tt.format
+			if got := message(req, v); got != tt.message {
+				t.Errorf("message() =\n%s\nwant\n%s", got, tt.message)
+			}
+		})
+	}
+}
