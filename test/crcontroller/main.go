@@ -2,9 +2,9 @@
 // agent: the kind of controller the fence protects without any change to it. Run with the pod's name as
 // hostname (the e2e suite gives it a UTS namespace), its identity is "<pod name>_<random UUID>".
 //
-// Every replica writes a ConfigMap of its own every 200 ms whether it leads or not, as a replica that
-// wrongly believes it leads would; the leader also writes through a leader-elected runnable. Each write's
-// outcome is printed as "<writer> <configmap> allowed" or "<writer> <configmap> denied: <message>".
+// Every replica writes a ConfigMap of its own (any-<hostname>) every 200 ms whether it leads or not, as a
+// replica that wrongly believes it leads would; the leader also writes leader-output through a
+// leader-elected runnable. Each outcome is printed as guardedwrite.Every prints it.
 package main
 
 import (
@@ -45,26 +45,12 @@ func main() {
 		os.Exit(1)
 	}
 	client := kubernetes.NewForConfigOrDie(config)
-	every := func(ctx context.Context, writer, name string) {
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			if err := guardedwrite.ConfigMap(ctx, client, *namespace, name, hostname); err != nil {
-				fmt.Printf("%s %s denied: %v\n", writer, name, err)
-			} else {
-				fmt.Printf("%s %s allowed\n", writer, name)
-			}
-		}
-	}
 	_ = mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		every(ctx, "leader", "cr-leader-output")
+		guardedwrite.Every(ctx, client, *namespace, "leader-output", hostname, "leader")
 		return nil
 	}))
 	ctx := ctrl.SetupSignalHandler()
-	go every(ctx, "any", "cr-any-"+hostname)
+	go guardedwrite.Every(ctx, client, *namespace, "any-"+hostname, hostname, "any")
 	if err := mgr.Start(ctx); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

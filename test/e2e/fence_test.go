@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -24,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/test/framework"
 	"github.com/leasegate/leasegate/test/guardedwrite"
 )
@@ -42,8 +41,19 @@ guards:
 `, missingPodIdentity, ns, enforcement)
 }
 
-// setConfig puts config.yaml in force and waits until the guarded webhook's rules cover ConfigMaps.
+// setConfig puts config.yaml in force and waits until the guarded webhook's rules cover every resource
+// its guards name.
 func setConfig(ctx context.Context, yaml string) {
+	cfg, err := config.Load([]byte(yaml))
+	Expect(err).NotTo(HaveOccurred())
+	var guarded []any
+	for _, g := range cfg.Guards {
+		for _, r := range g.Resources {
+			for _, resource := range r.Resources {
+				guarded = append(guarded, And(HaveField("APIGroups", ContainElement(r.Group)), HaveField("Resources", ContainElement(resource))))
+			}
+		}
+	}
 	configMaps := controlPlane.Client.CoreV1().ConfigMaps(leasegateNamespace)
 	cm, err := configMaps.Get(ctx, "leasegate-config", metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -63,7 +73,7 @@ func setConfig(ctx context.Context, yaml string) {
 	Eventually(func(g Gomega) {
 		vwc, err := controlPlane.Client.AdmissionregistrationV1().ValidatingWebhookConfigurations().Get(ctx, "leasegate", metav1.GetOptions{})
 		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(vwc.Webhooks[0].Rules).To(ContainElement(HaveField("Resources", ContainElement("configmaps"))))
+		g.Expect(vwc.Webhooks[0].Rules).To(ContainElements(guarded...))
 	}).WithTimeout(5 * time.Second).Should(Succeed())
 }
 
@@ -164,56 +174,6 @@ var _ = Describe("The fence", Serial, func() {
 
 		Expect(stale.Signal(syscall.SIGCONT)).To(Succeed())
 		expectSteppedDown(stale, next)
-	})
-
-	It("fences a controller-runtime manager that runs its own election, with no agent", func(ctx SpecContext) {
-		ns := newNamespace(ctx)
-		setConfig(ctx, strings.Replace(guardConfig(ns, "deny", "deny"), "lease: worker", "lease: cr-controller", 1))
-		dir := GinkgoT().TempDir()
-		binary := filepath.Join(dir, "crcontroller")
-		build := exec.Command("go", "build", "-o", binary, "./test/crcontroller")
-		build.Dir = framework.RepoRoot()
-		out, err := build.CombinedOutput()
-		Expect(err).NotTo(HaveOccurred(), string(out))
-
-		var replicas []*framework.Process
-		for i := range 2 {
-			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("ctrl-%d", i), dir, "")
-			Expect(err).NotTo(HaveOccurred())
-			// A pod's hostname is its name: give the process a UTS namespace that says so.
-			cmd := exec.Command("unshare", "--uts", "sh", "-c", `hostname "$0" && exec "$1" --namespace "$2"`, pod.Name, binary, ns)
-			cmd.Env = []string{"KUBECONFIG=" + pod.Kubeconfig, "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
-			p, err := framework.StartProcess(cmd)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func() {
-				p.Terminate(5 * time.Second)
-				if CurrentSpecReport().Failed() {
-					AddReportEntry("logs of "+pod.Name, p.Logs())
-				}
-			})
-			replicas = append(replicas, p)
-		}
-		var lease *coordinationv1.Lease
-		Eventually(func(g Gomega) {
-			var err error
-			lease, err = controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "cr-controller", metav1.GetOptions{})
-			g.Expect(err).NotTo(HaveOccurred())
-			g.Expect(ptr.Deref(lease.Spec.HolderIdentity, "")).To(MatchRegexp(`^ctrl-[01]_[0-9a-f-]{36}$`), "controller-runtime's identity: hostname_uuid")
-		}).WithTimeout(10 * time.Second).Should(Succeed())
-		leaderName, _, _ := strings.Cut(*lease.Spec.HolderIdentity, "_")
-		followerName := "ctrl-0"
-		if leaderName == "ctrl-0" {
-			followerName = "ctrl-1"
-		}
-		all := func() string { return replicas[0].Logs() + replicas[1].Logs() }
-		Eventually(all).WithTimeout(10 * time.Second).Should(And(
-			ContainSubstring("leader cr-leader-output allowed"),
-			ContainSubstring("any cr-any-"+leaderName+" allowed"),
-			ContainSubstring("any cr-any-"+followerName+" denied: admission webhook \"guarded.leasegate.io\" denied the request: "+
-				"leasegate: pod "+ns+"/"+followerName),
-		))
-		Expect(all()).NotTo(ContainSubstring("any cr-any-" + followerName + " allowed"))
-		Expect(all()).NotTo(ContainSubstring("leader cr-leader-output denied"))
 	})
 
 	It("applies missingPodIdentity, exemptions, and warn and dryrun enforcement, switching live", func(ctx SpecContext) {

@@ -1,9 +1,11 @@
-// Package guardedwrite is the write the test workloads make and the fence guards: create or update a
-// ConfigMap that names its writer.
+// Package guardedwrite is the write the test workloads and controllers make and the fence guards: create
+// or update a ConfigMap that names its writer.
 package guardedwrite
 
 import (
 	"context"
+	"fmt"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -19,4 +21,22 @@ func ConfigMap(ctx context.Context, c kubernetes.Interface, namespace, name, wri
 		_, err = c.CoreV1().ConfigMaps(namespace).Create(ctx, cm, metav1.CreateOptions{})
 	}
 	return err
+}
+
+// Every writes ConfigMap namespace/name every 200 ms until ctx ends, printing each outcome as
+// "<label> <name> allowed" or "<label> <name> denied: <message>": the test controllers' workload, which
+// the e2e suite reads from their output.
+func Every(ctx context.Context, c kubernetes.Interface, namespace, name, writer, label string) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		if err := ConfigMap(ctx, c, namespace, name, writer); err != nil {
+			fmt.Printf("%s %s denied: %v\n", label, name, err)
+		} else {
+			fmt.Printf("%s %s allowed\n", label, name)
+		}
+	}
 }
