@@ -222,7 +222,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			}
 		})
 
-		By("becoming ready: every cache listed, the guarded leases included")
+		By("becoming ready: every cache listed, the guarded leases included (one in kube-system, which leasegate only reads)")
 		Eventually(func() (int, error) {
 			resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/readyz", ports[1]))
 			if err != nil {
