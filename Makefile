@@ -19,8 +19,11 @@ endif
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
 TOOLS_DIR := $(BIN)/tools
 HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
+# A release: VERSION=0.2.0 (or v0.2.0) tags images and binaries v0.2.0 and packages chart 0.2.0.
 VERSION ?= $(shell sed -n 's/^appVersion: //p' charts/leasegate/Chart.yaml)
+TAG := v$(VERSION:v%=%)
 IMAGE_REGISTRY ?= ghcr.io/leasegate
+RELEASE_DIR ?= $(BIN)/release/$(TAG)
 
 .PHONY: help
 help: ## List the targets.
@@ -50,9 +53,36 @@ $(HELM): hack/versions.env hack/build-tools.sh
 	@touch $@
 
 .PHONY: images
-images: ## Build the leasegate-webhook and leasegate-agent images (needs a Docker engine), tagged with the chart's appVersion.
-	docker build -f Dockerfile.webhook --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/leasegate-webhook:$(VERSION) .
-	docker build -f Dockerfile.agent --build-arg VERSION=$(VERSION) -t $(IMAGE_REGISTRY)/leasegate-agent:$(VERSION) .
+images: ## Build the webhook and agent images for linux/amd64 and linux/arm64 without a Docker engine, into $(RELEASE_DIR).
+	@for arch in amd64 arm64; do for binary in webhook agent; do \
+	  echo "building leasegate-$$binary $(TAG) for linux/$$arch"; \
+	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -X github.com/leasegate/leasegate/internal/version.Version=$(TAG)" \
+	    -o $(RELEASE_DIR)/linux-$$arch/leasegate-$$binary ./cmd/$$binary || exit 1; \
+	done; done
+	$(GO) run ./hack/release images --version $(TAG) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
+	  --registry $(IMAGE_REGISTRY) --bin-dir $(RELEASE_DIR) --out $(RELEASE_DIR)
+
+.PHONY: push
+push: images ## Push the multi-arch images to IMAGE_REGISTRY with your Docker credentials (docker login, credential helpers).
+	$(GO) run ./hack/release push --layout $(RELEASE_DIR)/oci --digests $(RELEASE_DIR)/digests.txt
+
+.PHONY: release
+release: push $(HELM) ## make release VERSION=x.y.z IMAGE_REGISTRY=...: images pushed, the chart packaged for them, changelog, checksums.
+	rm -rf $(RELEASE_DIR)/chart && cp -r charts/leasegate $(RELEASE_DIR)/chart
+	sed -i 's|^  registry: .*|  registry: $(IMAGE_REGISTRY)|' $(RELEASE_DIR)/chart/values.yaml
+	$(HELM) package $(RELEASE_DIR)/chart --version $(TAG:v%=%) --app-version $(TAG) --destination $(RELEASE_DIR) >/dev/null
+	rm -rf $(RELEASE_DIR)/chart
+	$(GO) run ./hack/release changelog --version $(TAG) >$(RELEASE_DIR)/CHANGELOG.md
+	cd $(RELEASE_DIR) && sha256sum leasegate-$(TAG:v%=%).tgz leasegate-images-$(TAG)-*.tar >SHA256SUMS
+	@echo "released $(TAG) into $(RELEASE_DIR):" && cat $(RELEASE_DIR)/digests.txt
+
+.PHONY: docker-images
+docker-images: ## The same images with a Docker engine, from Dockerfile.webhook and Dockerfile.agent (this platform only).
+	docker build -f Dockerfile.webhook --build-arg VERSION=$(TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
+	  --build-arg CREATED=$$(date -u -d @$$(git log -1 --format=%ct) +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE_REGISTRY)/leasegate-webhook:$(TAG) .
+	docker build -f Dockerfile.agent --build-arg VERSION=$(TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
+	  --build-arg CREATED=$$(date -u -d @$$(git log -1 --format=%ct) +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE_REGISTRY)/leasegate-agent:$(TAG) .
 
 .PHONY: test
 test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (CI runs it, then e2e-cluster).

@@ -52,7 +52,7 @@ func (t *Tools) RenderChart(namespace string, valuesFiles ...string) ([]byte, er
 	for _, f := range valuesFiles {
 		args = append(args, "--values", f)
 	}
-	return t.helm(args...)
+	return t.RunHelm(args...)
 }
 
 // LintChart runs `helm lint --strict` with the values files.
@@ -61,21 +61,22 @@ func (t *Tools) LintChart(valuesFiles ...string) ([]byte, error) {
 	for _, f := range valuesFiles {
 		args = append(args, "--values", f)
 	}
-	return t.helm(args...)
+	return t.RunHelm(args...)
 }
 
 // InstallChart runs `helm install leasegate charts/leasegate --create-namespace` into namespace of the cluster kubeconfig
 // points at, with the values in valuesFile: the README's install.
 func (t *Tools) InstallChart(kubeconfig, namespace, valuesFile string) ([]byte, error) {
-	return t.helm("install", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace", "--values", valuesFile)
+	return t.RunHelm("install", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace", "--values", valuesFile)
 }
 
 // UpgradeChart runs `helm upgrade leasegate charts/leasegate` with the values in valuesFile.
 func (t *Tools) UpgradeChart(kubeconfig, namespace, valuesFile string) ([]byte, error) {
-	return t.helm("upgrade", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--values", valuesFile)
+	return t.RunHelm("upgrade", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--values", valuesFile)
 }
 
-func (t *Tools) helm(args ...string) ([]byte, error) {
+// RunHelm runs the pinned helm, away from the user's own configuration and caches.
+func (t *Tools) RunHelm(args ...string) ([]byte, error) {
 	cmd := exec.Command(t.Helm, args...)
 	// Keep helm away from the user's own configuration and caches.
 	home := os.TempDir()

@@ -16,12 +16,17 @@ app.kubernetes.io/name: leasegate-webhook
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
+{{/* An image: <image.registry>/<repository>:<tag>, the registry left out when empty. */}}
+{{- define "leasegate.image" -}}
+{{ with .root.Values.image.registry }}{{ trimSuffix "/" . }}/{{ end }}{{ .image.repository }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{- end -}}
+
 {{- define "leasegate.webhookImage" -}}
-{{ .Values.image.webhook.repository }}:{{ .Values.image.webhook.tag | default .Chart.AppVersion }}
+{{ include "leasegate.image" (dict "root" . "image" .Values.image.webhook) }}
 {{- end -}}
 
 {{- define "leasegate.agentImage" -}}
-{{ .Values.image.agent.repository }}:{{ .Values.image.agent.tag | default .Chart.AppVersion }}
+{{ include "leasegate.image" (dict "root" . "image" .Values.image.agent) }}
 {{- end -}}
 
 {{/* Namespaces that are never injected nor fenced. */}}

@@ -63,13 +63,23 @@ func TestImagesMatchTheDockerfiles(t *testing.T) {
 		t.Errorf("the layer holds more than the binary")
 	}
 
+	first, err := image.Build()
+	if err != nil {
+		t.Fatal(err)
+	}
 	again, err := image.Build()
 	if err != nil {
 		t.Fatal(err)
 	}
-	first, _ := loaded.Digest()
-	second, _ := again.Digest()
-	if first != second {
-		t.Errorf("the same binary gave two digests, %s and %s: images must be reproducible", first, second)
+	d1, _ := first.Digest()
+	d2, _ := again.Digest()
+	if d1 != d2 {
+		t.Errorf("the same binary gave two digests, %s and %s: images must be reproducible", d1, d2)
+	}
+	builtLayers, _ := first.Layers()
+	want, _ := builtLayers[0].DiffID()
+	got, _ := layers[0].DiffID()
+	if got != want {
+		t.Errorf("the archive's layer is %s, the image's %s", got, want)
 	}
 }
