@@ -199,7 +199,7 @@ func TestRelease(t *testing.T) {
 			return string(out)
 		}
 		for registry, manifest := range map[string]string{
-			registryPath:                        install(),
+			registryPath:                       install(),
 			"registry.example.internal/mirror": install("--set", "image.registry=registry.example.internal/mirror"),
 		} {
 			for _, image := range images {
