@@ -5,6 +5,7 @@ package cluster
 
 import (
 	"fmt"
+	"runtime"
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 
@@ -14,7 +15,7 @@ import (
 // NonRoot is the user images run as, as the Dockerfiles say.
 const NonRoot = oci.NonRoot
 
-// Image is an image of one static binary for this node (linux/amd64), built as `make images` builds the
+// Image is an image of one static binary for this node (linux/<this machine's architecture>), built as `make images` builds the
 // release images: the binary at /<its name>, the entrypoint, a non-root user, nothing else.
 type Image struct {
 	// Ref is the tag containerd will know it by, e.g. "ghcr.io/leasegate/leasegate-agent:v0.1.0".
@@ -25,7 +26,7 @@ type Image struct {
 
 // Build makes the image.
 func (i Image) Build() (v1.Image, error) {
-	return oci.Image{Binary: i.Binary, Platform: v1.Platform{OS: "linux", Architecture: "amd64"}}.Build()
+	return oci.Image{Binary: i.Binary, Platform: v1.Platform{OS: "linux", Architecture: runtime.GOARCH}}.Build()
 }
 
 // WriteArchive writes images as one docker archive, which `ctr -n k8s.io images import` reads.
