@@ -1,5 +1,6 @@
-// Package agent is the leader agent's runtime: it runs the election for one pod and tells the app, through
-// HTTP endpoints, an optional status file, metrics and logs, whether that pod leads.
+// Package agent is the leader agent's runtime: it runs a pod's elections (one, or several each on its own
+// lease and timing) and tells the app, through HTTP endpoints, an optional status file, metrics and logs,
+// whether that pod leads.
 package agent
 
 import (
@@ -8,9 +9,11 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
@@ -22,15 +25,26 @@ const shutdownTimeout = 200 * time.Millisecond
 
 // Agent is one pod's leader agent, ready to run.
 type Agent struct {
-	settings Settings
-	elector  *lease.Elector
-	metrics  *metrics
-	listener net.Listener
-	log      logr.Logger
+	settings  Settings
+	elections []*runningElection
+	registry  *prometheus.Registry
+	listener  net.Listener
+	log       logr.Logger
+
+	// statusMu serializes status file writes: every election's loop reports its changes.
+	statusMu sync.Mutex
+}
+
+// runningElection is one of the pod's elections.
+type runningElection struct {
+	spec    lease.ElectionSpec
+	elector *lease.Elector
+	metrics *metrics
 }
 
 // New connects the pieces and binds the listener, so a bad LEASEGATE_LISTEN or kubeconfig fails here,
-// before the agent takes part in any election.
+// before the agent takes part in any election. Every election shares one API client, so their watches
+// share one HTTP/2 connection to the API server.
 func New(s Settings, log logr.Logger) (*Agent, error) {
 	config, err := restConfig(s.Kubeconfig)
 	if err != nil {
@@ -40,19 +54,25 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the API client: %w", err)
 	}
-	a := &Agent{settings: s, log: log, metrics: newMetrics(s.PodNamespace + "/" + s.Lease)}
-	a.elector, err = lease.NewElector(lease.Config{
-		Client:          client,
-		Namespace:       s.PodNamespace,
-		Name:            s.Lease,
-		Identity:        s.Identity(),
-		Timing:          s.Timing,
-		ClockSkewMargin: s.ClockSkewMargin,
-		OnChange:        a.onChange,
-		Log:             log,
-	})
-	if err != nil {
-		return nil, err
+	a := &Agent{settings: s, log: log, registry: newRegistry()}
+	for _, spec := range s.ElectionSpecs() {
+		e := &runningElection{spec: spec}
+		e.elector, err = lease.NewElector(lease.Config{
+			Client:          client,
+			Namespace:       s.PodNamespace,
+			Name:            spec.Lease,
+			Identity:        s.Identity(),
+			Timing:          spec.Timing(),
+			ClockSkewMargin: s.ClockSkewMargin,
+			OnChange:        func(status lease.Status) { a.onChange(e, status) },
+			Log:             log.WithValues("election", spec.Name),
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
+			spec.Timing().FailoverBudget(s.ClockSkewMargin), e.elector.LastRenewal)
+		a.elections = append(a.elections, e)
 	}
 	if a.listener, err = net.Listen("tcp", s.Listen); err != nil {
 		return nil, fmt.Errorf("LEASEGATE_LISTEN=%s: %w", s.Listen, err)
@@ -60,24 +80,42 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	return a, nil
 }
 
-// Run serves the endpoints and takes part in the election until ctx ends (SIGTERM), then stops leading,
-// releases the lease and returns.
+// named is the elections as the endpoints serve them.
+func (a *Agent) named() []namedElection {
+	named := make([]namedElection, len(a.elections))
+	for i, e := range a.elections {
+		readiness := ReadinessHealth
+		if e.spec.Readiness == string(ReadinessLeader) {
+			readiness = ReadinessLeader
+		}
+		named[i] = namedElection{name: e.spec.Name, readiness: readiness, election: e.elector}
+	}
+	return named
+}
+
+// Run serves the endpoints and takes part in every election until ctx ends (SIGTERM), then stops
+// leading and releases the leases and returns.
 func (a *Agent) Run(ctx context.Context) error {
 	server := &http.Server{
-		Handler:           newMux(a.elector, a.settings.Readiness, a.metrics),
+		Handler:           newMux(a.named(), a.registry),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	served := make(chan error, 1)
 	go func() { served <- server.Serve(a.listener) }()
-	a.log.Info("Agent started", "identity", a.settings.Identity(), "lease", a.settings.PodNamespace+"/"+a.settings.Lease,
-		"listen", a.listener.Addr().String(), "readiness", a.settings.Readiness,
-		"leaseDuration", a.settings.Timing.LeaseDuration, "renewDeadline", a.settings.Timing.RenewDeadline,
-		"retryPeriod", a.settings.Timing.RetryPeriod, "clockSkewMargin", a.settings.ClockSkewMargin)
-	a.writeStatus(a.elector.Status())
+	for _, e := range a.elections {
+		t := e.spec.Timing()
+		a.log.Info("Agent started", "identity", a.settings.Identity(), "election", e.spec.Name,
+			"lease", a.settings.PodNamespace+"/"+e.spec.Lease, "listen", a.listener.Addr().String(), "readiness", e.spec.Readiness,
+			"leaseDuration", t.LeaseDuration, "renewDeadline", t.RenewDeadline, "retryPeriod", t.RetryPeriod,
+			"clockSkewMargin", a.settings.ClockSkewMargin)
+	}
+	a.writeStatus()
 
-	electionCtx, stopElection := context.WithCancel(ctx)
-	elected := make(chan struct{})
-	go func() { a.elector.Run(electionCtx); close(elected) }()
+	electionCtx, stopElections := context.WithCancel(ctx)
+	var elected sync.WaitGroup
+	for _, e := range a.elections {
+		elected.Go(func() { e.elector.Run(electionCtx) })
+	}
 
 	var err error
 	select {
@@ -85,8 +123,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	case err = <-served:
 		err = fmt.Errorf("serving %s: %w", a.listener.Addr(), err)
 	}
-	stopElection()
-	<-elected // the lease is released before the endpoints go away
+	stopElections()
+	elected.Wait() // every lease is released before the endpoints go away
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -96,17 +134,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	return err
 }
 
-// onChange publishes a new election status everywhere the app may look. It runs on the election loop.
-func (a *Agent) onChange(s lease.Status) {
-	a.metrics.observe(s.IsLeader)
-	a.writeStatus(s)
+// onChange publishes a new election status everywhere the app may look. It runs on that election's loop.
+func (a *Agent) onChange(e *runningElection, s lease.Status) {
+	e.metrics.observe(s.IsLeader)
+	a.writeStatus()
 }
 
-func (a *Agent) writeStatus(s lease.Status) {
+func (a *Agent) writeStatus() {
 	if a.settings.StatusFile == "" {
 		return
 	}
-	if err := writeStatusFile(a.settings.StatusFile, s); err != nil {
+	a.statusMu.Lock()
+	defer a.statusMu.Unlock()
+	if err := writeStatusFile(a.settings.StatusFile, report(a.named())); err != nil {
 		a.log.Error(err, "Writing the status file failed", "path", a.settings.StatusFile)
 	}
 }

@@ -1,24 +1,40 @@
 package agent
 
 import (
+	"math"
+	"time"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are the agent's Prometheus series, all in one place. The agent serves its own registry rather
+// newRegistry is the agent's own registry, with the Go and process collectors: the agent serves it rather
 // than the global one, so nothing a library registers leaks into a pod's /metrics.
-type metrics struct {
-	registry    *prometheus.Registry
-	isLeader    prometheus.Gauge
-	transitions prometheus.Counter
-	// leading is the last state observed; only the election loop touches it.
-	leading bool
+func newRegistry() *prometheus.Registry {
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return registry
 }
 
-func newMetrics(lease string) *metrics {
-	labels := prometheus.Labels{"lease": lease}
+// lockWaitBuckets span a watch round trip (a released lease) to a slow reconciler's whole lease.
+var lockWaitBuckets = []float64{0.01, 0.05, 0.1, 0.5, 1, 2, 5, 10, 20, 30, 60, 120, 300}
+
+// metrics are one election's Prometheus series, all labelled with its lease and election name.
+type metrics struct {
+	isLeader    prometheus.Gauge
+	transitions prometheus.Counter
+	lockWait    prometheus.Histogram
+	// Only the election loop touches these: the last state observed, and since when this agent has
+	// wanted the lease without holding it.
+	leading      bool
+	waitingSince time.Time
+}
+
+// newMetrics registers an election's series. lastRenewal reads the renewTime of the lease as last
+// observed; budget is the election's crash takeover budget (lease duration + clock skew margin).
+func newMetrics(registry prometheus.Registerer, lease, election string, budget time.Duration, lastRenewal func() time.Time) *metrics {
+	labels := prometheus.Labels{"lease": lease, "election": election}
 	m := &metrics{
-		registry: prometheus.NewRegistry(),
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "leasegate_agent_is_leader",
 			Help:        "1 while this agent holds its lease and the app may act, 0 otherwise.",
@@ -29,9 +45,32 @@ func newMetrics(lease string) *metrics {
 			Help:        "Times this agent started or stopped leading.",
 			ConstLabels: labels,
 		}),
+		lockWait: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:        "leasegate_agent_lock_wait_seconds",
+			Help:        "How long this agent waited, from its start or its last loss, until it led.",
+			ConstLabels: labels,
+			Buckets:     lockWaitBuckets,
+		}),
+		waitingSince: time.Now(),
 	}
-	m.registry.MustRegister(m.isLeader, m.transitions,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	renewAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasegate_agent_lease_renew_age_seconds",
+		Help:        "Seconds since the lease's holder last renewed it, as this agent last observed the lease (NaN before).",
+		ConstLabels: labels,
+	}, func() float64 {
+		last := lastRenewal()
+		if last.IsZero() {
+			return math.NaN()
+		}
+		return time.Since(last).Seconds()
+	})
+	takeoverBudget := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "leasegate_agent_takeover_budget_seconds",
+		Help:        "The longest a crashed leader keeps the lease from the others: lease duration + clock skew margin.",
+		ConstLabels: labels,
+	})
+	takeoverBudget.Set(budget.Seconds())
+	registry.MustRegister(m.isLeader, m.transitions, m.lockWait, renewAge, takeoverBudget)
 	return m
 }
 
@@ -43,7 +82,9 @@ func (m *metrics) observe(isLeader bool) {
 	m.transitions.Inc()
 	if isLeader {
 		m.isLeader.Set(1)
+		m.lockWait.Observe(time.Since(m.waitingSince).Seconds())
 	} else {
 		m.isLeader.Set(0)
+		m.waitingSince = time.Now()
 	}
 }

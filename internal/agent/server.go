@@ -4,7 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/leasegate/leasegate/internal/lease"
@@ -16,37 +18,106 @@ type election interface {
 	Synced() bool
 }
 
+// namedElection is one of the pod's elections as the endpoints serve it.
+type namedElection struct {
+	name      string
+	readiness Readiness
+	election
+}
+
+// electionStatus is one election's status in a several-election report.
+type electionStatus struct {
+	Election string `json:"election"`
+	lease.Status
+}
+
+// report is what /leader and the status file say: for one election its status, as it always was; for
+// several, {"elections": [...]}, each named.
+func report(elections []namedElection) any {
+	if len(elections) == 1 {
+		return elections[0].Status()
+	}
+	all := struct {
+		Elections []electionStatus `json:"elections"`
+	}{}
+	for _, e := range elections {
+		all.Elections = append(all.Elections, electionStatus{Election: e.name, Status: e.Status()})
+	}
+	return all
+}
+
 // newMux serves the agent's endpoints. Kubelet probes /healthz and /readyz on the pod IP; apps read
 // /leader through LEASEGATE_AGENT_URL; Prometheus scrapes /metrics.
-func newMux(e election, readiness Readiness, m *metrics) *http.ServeMux {
+func newMux(elections []namedElection, registry prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
+	byName := map[string]namedElection{}
+	for _, e := range elections {
+		byName[e.name] = e
+	}
+	find := func(w http.ResponseWriter, r *http.Request) (namedElection, bool) {
+		e, ok := byName[r.PathValue("election")]
+		if !ok {
+			names := make([]string, len(elections))
+			for i, e := range elections {
+				names[i] = e.name
+			}
+			http.Error(w, fmt.Sprintf("no election %q; this pod runs %s", r.PathValue("election"), strings.Join(names, ", ")), http.StatusNotFound)
+		}
+		return e, ok
+	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		code, body := readyz(e.Synced(), e.Status(), readiness)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(code)
-		fmt.Fprintln(w, body)
+		writeProbe(w, elections, func(e namedElection) Readiness { return e.readiness })
 	})
-	// /leaderz is /readyz in leader mode whatever the readiness setting: the startup probe of
-	// `leasegate.io/start: leader` pods, and a check for scripts (`curl -f`).
+	// /leaderz is /readyz in leader mode whatever the readiness setting: 200 only while this pod leads
+	// every election (/leaderz/<name>: that one). The startup probe of `leasegate.io/start: leader`
+	// pods, and a check for scripts (`curl -f`).
+	leaderMode := func(namedElection) Readiness { return ReadinessLeader }
 	mux.HandleFunc("GET /leaderz", func(w http.ResponseWriter, _ *http.Request) {
-		code, body := readyz(e.Synced(), e.Status(), ReadinessLeader)
-		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		w.WriteHeader(code)
-		fmt.Fprintln(w, body)
+		writeProbe(w, elections, leaderMode)
+	})
+	mux.HandleFunc("GET /leaderz/{election}", func(w http.ResponseWriter, r *http.Request) {
+		if e, ok := find(w, r); ok {
+			writeProbe(w, []namedElection{e}, leaderMode)
+		}
 	})
 	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(e.Status())
+		writeJSON(w, report(elections))
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.registry, promhttp.HandlerOpts{}))
+	mux.HandleFunc("GET /leader/{election}", func(w http.ResponseWriter, r *http.Request) {
+		if e, ok := find(w, r); ok {
+			writeJSON(w, electionStatus{Election: e.name, Status: e.Status()})
+		}
+	})
+	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	return mux
 }
 
-// readyz decides the readiness probe's answer. The body always says who leads, so `kubectl describe pod`
-// on a follower that is not Ready explains itself.
+func writeJSON(w http.ResponseWriter, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+// writeProbe answers a probe over elections: the worst answer wins, and the body says who leads each.
+func writeProbe(w http.ResponseWriter, elections []namedElection, mode func(namedElection) Readiness) {
+	code, bodies := http.StatusOK, make([]string, len(elections))
+	for i, e := range elections {
+		c, body := readyz(e.Synced(), e.Status(), mode(e))
+		code = max(code, c)
+		if len(elections) > 1 {
+			body = e.name + ": " + body
+		}
+		bodies[i] = body
+	}
+	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+	w.WriteHeader(code)
+	fmt.Fprintln(w, strings.Join(bodies, "\n"))
+}
+
+// readyz decides the readiness probe's answer for one election. The body always says who leads, so
+// `kubectl describe pod` on a follower that is not Ready explains itself.
 func readyz(synced bool, s lease.Status, readiness Readiness) (int, string) {
 	if !synced {
 		return http.StatusServiceUnavailable, fmt.Sprintf("not ready: lease %s not observed yet (is the API server reachable?)", s.Lease)

@@ -51,48 +51,61 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
+// one is a single election, named after its lease as the agent names it.
+func one(status lease.Status, synced bool, readiness Readiness) []namedElection {
+	return []namedElection{{name: "orders", readiness: readiness, election: fixedElection{status: status, synced: synced}}}
+}
+
+func get(t *testing.T, server *httptest.Server, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(server.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
 func TestEndpoints(t *testing.T) {
 	since := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 	status := lease.Status{Lease: "shop/orders", Holder: "orders-a_1", IsLeader: true, Since: &since, Transitions: 3}
-	m := newMetrics(status.Lease)
+	registry := newRegistry()
+	renewed := time.Now().Add(-1500 * time.Millisecond)
+	m := newMetrics(registry, status.Lease, "orders", 16*time.Second, func() time.Time { return renewed })
 	m.observe(true)
-	server := httptest.NewServer(newMux(fixedElection{status: status, synced: true}, ReadinessLeader, m))
+	server := httptest.NewServer(newMux(one(status, true, ReadinessLeader), registry))
 	defer server.Close()
 
-	get := func(path string) (int, string) {
-		t.Helper()
-		resp, err := http.Get(server.URL + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-
-	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+	if code, body := get(t, server, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
-	if code, _ := get("/readyz"); code != 200 {
+	if code, _ := get(t, server, "/readyz"); code != 200 {
 		t.Errorf("/readyz = %d, want 200 for the leader", code)
 	}
-	if code, body := get("/leaderz"); code != 200 || !strings.HasPrefix(body, "ok: this pod (orders-a_1) leads") {
+	if code, body := get(t, server, "/leaderz"); code != 200 || !strings.HasPrefix(body, "ok: this pod (orders-a_1) leads") {
 		t.Errorf("/leaderz = %d %q, want 200 for the leader", code, body)
 	}
-	follower := httptest.NewServer(newMux(fixedElection{status: lease.Status{Lease: "shop/orders", Holder: "orders-b_2"}, synced: true}, ReadinessHealth, m))
+	follower := httptest.NewServer(newMux(one(lease.Status{Lease: "shop/orders", Holder: "orders-b_2"}, true, ReadinessHealth), registry))
 	defer follower.Close()
-	if resp, err := http.Get(follower.URL + "/leaderz"); err != nil || resp.StatusCode != 503 {
-		t.Errorf("/leaderz of a follower in health mode = %v %v, want 503: it reports leadership whatever the readiness mode", resp, err)
+	if code, _ := get(t, follower, "/leaderz"); code != 503 {
+		t.Errorf("/leaderz of a follower in health mode = %d, want 503: it reports leadership whatever the readiness mode", code)
 	}
-	code, body := get("/leader")
+	code, body := get(t, server, "/leader")
 	want := `{"lease":"shop/orders","holder":"orders-a_1","isLeader":true,"since":"2026-11-22T12:00:00Z","transitions":3}` + "\n"
 	if code != 200 || body != want {
-		t.Errorf("/leader = %d %s, want %s", code, body, want)
+		t.Errorf("/leader = %d %s, want %s: one election keeps the single-lease shape", code, body, want)
 	}
-	_, body = get("/metrics")
+	if code, body := get(t, server, "/leader/orders"); code != 200 || !strings.HasPrefix(body, `{"election":"orders","lease":"shop/orders"`) {
+		t.Errorf("/leader/orders = %d %s", code, body)
+	}
+	_, body = get(t, server, "/metrics")
 	for _, series := range []string{
-		`leasegate_agent_is_leader{lease="shop/orders"} 1`,
-		`leasegate_agent_leader_transitions_total{lease="shop/orders"} 1`,
+		`leasegate_agent_is_leader{election="orders",lease="shop/orders"} 1`,
+		`leasegate_agent_leader_transitions_total{election="orders",lease="shop/orders"} 1`,
+		`leasegate_agent_lock_wait_seconds_count{election="orders",lease="shop/orders"} 1`,
+		`leasegate_agent_takeover_budget_seconds{election="orders",lease="shop/orders"} 16`,
+		`leasegate_agent_lease_renew_age_seconds{election="orders",lease="shop/orders"} 1.5`,
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
 		if !strings.Contains(body, series) {
@@ -101,12 +114,50 @@ func TestEndpoints(t *testing.T) {
 	}
 }
 
+func TestEndpointsOfSeveralElections(t *testing.T) {
+	elections := []namedElection{
+		{name: "reconciler", readiness: ReadinessHealth, election: fixedElection{synced: true,
+			status: lease.Status{Lease: "shop/orders-reconciler", Holder: "orders-b_2"}}},
+		{name: "poller", readiness: ReadinessLeader, election: fixedElection{synced: true,
+			status: lease.Status{Lease: "shop/orders-poller", Holder: "orders-a_1", IsLeader: true}}},
+	}
+	server := httptest.NewServer(newMux(elections, newRegistry()))
+	defer server.Close()
+	tests := []struct {
+		path     string
+		wantCode int
+		wantBody string
+	}{
+		{"/readyz", 200, "reconciler: ok: lease shop/orders-reconciler is held by orders-b_2\npoller: ok: this pod (orders-a_1) leads lease shop/orders-poller\n"},
+		{"/leaderz", 503, "reconciler: not leader: lease shop/orders-reconciler is held by orders-b_2\npoller: ok: this pod (orders-a_1) leads lease shop/orders-poller\n"},
+		{"/leaderz/poller", 200, "ok: this pod (orders-a_1) leads lease shop/orders-poller\n"},
+		{"/leaderz/reconciler", 503, "not leader: lease shop/orders-reconciler is held by orders-b_2\n"},
+		{"/leaderz/snapshots", 404, "no election \"snapshots\"; this pod runs reconciler, poller\n"},
+		{"/leader", 200, `{"elections":[{"election":"reconciler","lease":"shop/orders-reconciler","holder":"orders-b_2","isLeader":false,"transitions":0},` +
+			`{"election":"poller","lease":"shop/orders-poller","holder":"orders-a_1","isLeader":true,"transitions":0}]}` + "\n"},
+		{"/leader/poller", 200, `{"election":"poller","lease":"shop/orders-poller","holder":"orders-a_1","isLeader":true,"transitions":0}` + "\n"},
+	}
+	for _, tt := range tests {
+		if code, body := get(t, server, tt.path); code != tt.wantCode || body != tt.wantBody {
+			t.Errorf("%s = %d %q, want %d %q", tt.path, code, body, tt.wantCode, tt.wantBody)
+		}
+	}
+
+	elections[1].election = fixedElection{synced: true, status: lease.Status{Lease: "shop/orders-poller", Holder: "orders-c_3"}}
+	notLeading := httptest.NewServer(newMux(elections, newRegistry()))
+	defer notLeading.Close()
+	if code, body := get(t, notLeading, "/readyz"); code != 503 || !strings.Contains(body, "poller: not leader") {
+		t.Errorf("/readyz = %d %q, want 503: readiness follows the election that sets readiness leader", code, body)
+	}
+}
+
 func TestMetricsCountTransitionsNotObservations(t *testing.T) {
-	m := newMetrics("shop/orders")
+	registry := newRegistry()
+	m := newMetrics(registry, "shop/orders", "orders", time.Second, func() time.Time { return time.Time{} })
 	for _, leading := range []bool{false, true, true, true, false, false, true} {
 		m.observe(leading)
 	}
-	families, err := m.registry.Gather()
+	families, err := registry.Gather()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +165,7 @@ func TestMetricsCountTransitionsNotObservations(t *testing.T) {
 	for _, f := range families {
 		if strings.HasPrefix(f.GetName(), "leasegate_") {
 			metric := f.GetMetric()[0]
-			values[f.GetName()] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue()
+			values[f.GetName()] = metric.GetGauge().GetValue() + metric.GetCounter().GetValue() + float64(metric.GetHistogram().GetSampleCount())
 		}
 	}
 	if got := values["leasegate_agent_leader_transitions_total"]; got != 3 {
@@ -122,6 +173,9 @@ func TestMetricsCountTransitionsNotObservations(t *testing.T) {
 	}
 	if got := values["leasegate_agent_is_leader"]; got != 1 {
 		t.Errorf("is_leader = %v, want 1", got)
+	}
+	if got := values["leasegate_agent_lock_wait_seconds"]; got != 2 {
+		t.Errorf("lock waits observed = %v, want 2 (one per time it started leading)", got)
 	}
 }
 

@@ -37,10 +37,27 @@ type Settings struct {
 	Listen          string
 	StatusFile      string
 	Kubeconfig      string
+	// Elections is LEASEGATE_ELECTIONS, a JSON list of lease.ElectionSpec, for a pod that runs several
+	// elections; then Lease, Timing and Readiness are unused. Validated by LoadSettings.
+	Elections string
 }
 
 // Identity is the holder identity this agent writes into the lease.
 func (s Settings) Identity() string { return lease.Identity(s.PodName, s.PodUID) }
+
+// ElectionSpecs are the elections the agent runs: those of LEASEGATE_ELECTIONS, or the one election of
+// LEASEGATE_LEASE, named after its lease. Call it on settings LoadSettings accepted.
+func (s Settings) ElectionSpecs() []lease.ElectionSpec {
+	if s.Elections != "" {
+		specs, _ := lease.ParseElections(s.Elections)
+		return specs
+	}
+	readiness := ""
+	if s.Readiness == ReadinessLeader {
+		readiness = string(ReadinessLeader)
+	}
+	return []lease.ElectionSpec{lease.NewElectionSpec(s.Lease, s.Lease, s.Timing, readiness)}
+}
 
 // setting ties an environment variable to its flag and the field it fills.
 type setting struct {
@@ -77,6 +94,16 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 			errs = append(errs, fmt.Errorf("%s (--%s) is required: %s", st.env, st.flag, st.usage))
 		}
 	}
+	switch {
+	case s.Elections == "" && s.Lease == "":
+		errs = append(errs, errors.New("LEASEGATE_LEASE (--lease) is required: name of the coordination.k8s.io/v1 Lease to elect on (or LEASEGATE_ELECTIONS for several)"))
+	case s.Elections != "" && s.Lease != "":
+		errs = append(errs, errors.New("LEASEGATE_LEASE (--lease) and LEASEGATE_ELECTIONS (--elections) are both set: use one"))
+	case s.Elections != "":
+		if _, err := lease.ParseElections(s.Elections); err != nil {
+			errs = append(errs, fmt.Errorf("LEASEGATE_ELECTIONS (--elections): %w", err))
+		}
+	}
 	var timingErr *lease.TimingError
 	if errors.As(s.Timing.Validate(), &timingErr) {
 		st := timingSettings[timingErr.Field]
@@ -110,13 +137,14 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{"POD_NAME", "pod-name", "name of the pod the agent runs in (downward API metadata.name)", true, stringValue{&s.PodName}},
 		{"POD_NAMESPACE", "pod-namespace", "namespace of the pod and of its lease", true, stringValue{&s.PodNamespace}},
 		{"POD_UID", "pod-uid", "UID of the pod (downward API metadata.uid)", true, stringValue{&s.PodUID}},
-		{"LEASEGATE_LEASE", "lease", "name of the coordination.k8s.io/v1 Lease to elect on", true, stringValue{&s.Lease}},
+		{"LEASEGATE_LEASE", "lease", "name of the coordination.k8s.io/v1 Lease to elect on", false, stringValue{&s.Lease}},
 		{"LEASEGATE_LEASE_DURATION", "lease-duration", "how long a lease lasts after its last renewal (whole seconds)", false, durationValue{&s.Timing.LeaseDuration}},
 		{"LEASEGATE_RENEW_DEADLINE", "renew-deadline", "how long a leader retries renewing before it stops leading", false, durationValue{&s.Timing.RenewDeadline}},
 		{"LEASEGATE_RETRY_PERIOD", "retry-period", "interval between renewals and acquisition attempts", false, durationValue{&s.Timing.RetryPeriod}},
 		{"LEASEGATE_CLOCK_SKEW_MARGIN", "clock-skew-margin", "extra time a follower grants the holder before taking an unrenewed lease; set it to the fence's clockSkewMargin", false, durationValue{&s.ClockSkewMargin}},
 		{"LEASEGATE_READINESS", "readiness", "what /readyz reports: health (ready while working) or leader (ready only while leading)", false, readinessValue{&s.Readiness}},
 		{"LEASEGATE_LISTEN", "listen", "address of the HTTP endpoints (/healthz, /readyz, /leader, /metrics)", false, stringValue{&s.Listen}},
+		{"LEASEGATE_ELECTIONS", "elections", `several elections instead of LEASEGATE_LEASE: a JSON list of {"name", "lease", "leaseDuration", "renewDeadline", "retryPeriod", "readiness"}`, false, stringValue{&s.Elections}},
 		{"LEASEGATE_STATUS_FILE", "status-file", "file that holds the /leader JSON, rewritten atomically on every change", false, stringValue{&s.StatusFile}},
 		{"KUBECONFIG", "kubeconfig", "kubeconfig file; in-cluster config when empty", false, stringValue{&s.Kubeconfig}},
 	}

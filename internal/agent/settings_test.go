@@ -95,6 +95,38 @@ func TestLoadSettings(t *testing.T) {
 			wantErrs: []string{`invalid value "long" for flag -lease-duration`},
 		},
 		{
+			name: "several elections instead of one lease",
+			env: map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_ELECTIONS": `[{"name":"reconciler","lease":"orders-reconciler","leaseDuration":"60s","renewDeadline":"40s","retryPeriod":"8s"},` +
+				`{"name":"poller","lease":"orders-poller","leaseDuration":"4s","renewDeadline":"2s","retryPeriod":"500ms","readiness":"leader"}]`},
+			want: func(s *Settings) {
+				s.Lease = ""
+				s.Elections = `[{"name":"reconciler","lease":"orders-reconciler","leaseDuration":"60s","renewDeadline":"40s","retryPeriod":"8s"},` +
+					`{"name":"poller","lease":"orders-poller","leaseDuration":"4s","renewDeadline":"2s","retryPeriod":"500ms","readiness":"leader"}]`
+			},
+		},
+		{
+			name:     "a lease and elections at once are refused",
+			env:      map[string]string{"LEASEGATE_ELECTIONS": `[{"name":"a","lease":"a","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"}]`},
+			wantErrs: []string{"LEASEGATE_LEASE (--lease) and LEASEGATE_ELECTIONS (--elections) are both set: use one"},
+		},
+		{
+			name: "every problem of the elections, each at its index and field",
+			env: map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_ELECTIONS": `[{"name":"a","lease":"x","leaseDuration":"15s","renewDeadline":"20s","retryPeriod":"2s","readiness":"leader"},` +
+				`{"name":"a","lease":"x","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s","readiness":"leader"},` +
+				`{"name":"B","lease":"y","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s","readiness":"often"}]`},
+			wantErrs: []string{
+				"LEASEGATE_ELECTIONS (--elections): [0].renewDeadline: renew deadline (20s) must be shorter than lease duration (15s); the rule is retryPeriod < renewDeadline < leaseDuration",
+				`[1].name "a": two elections have this name`, `[1].lease "x": two elections use this lease`,
+				"[1].readiness: elections a and a both set readiness leader; a pod has one readiness",
+				`[2].name "B": a lowercase RFC 1123 label`, `[2].readiness "often": must be health or leader`,
+			},
+		},
+		{
+			name:     "elections that are not the JSON list say what is expected",
+			env:      map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_ELECTIONS": `{"name":"a"}`},
+			wantErrs: []string{`LEASEGATE_ELECTIONS (--elections): not a JSON list of {"name", "lease", "leaseDuration", "renewDeadline", "retryPeriod", "readiness"}`},
+		},
+		{
 			name:     "positional arguments are refused",
 			args:     []string{"run"},
 			wantErrs: []string{`unexpected arguments ["run"]`},
@@ -149,5 +181,26 @@ func TestSettingsIdentity(t *testing.T) {
 	}
 	if got, want := s.Identity(), "orders-7d9f-x2x_4b1c-aa"; got != want {
 		t.Errorf("Identity() = %q, want %q", got, want)
+	}
+}
+
+func TestElectionSpecs(t *testing.T) {
+	single, err := LoadSettings(nil, envWith(map[string]string{"LEASEGATE_READINESS": "leader"}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := single.ElectionSpecs(), []lease.ElectionSpec{lease.NewElectionSpec("orders", "orders", lease.DefaultTiming, "leader")}; len(got) != 1 || got[0] != want[0] {
+		t.Errorf("one lease: %+v, want %+v (the election is named after its lease)", got, want)
+	}
+	several, err := LoadSettings(nil, envWith(map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_ELECTIONS": lease.EncodeElections([]lease.ElectionSpec{
+		lease.NewElectionSpec("reconciler", "orders-reconciler", lease.Timing{LeaseDuration: time.Minute, RenewDeadline: 40 * time.Second, RetryPeriod: 8 * time.Second}, ""),
+		lease.NewElectionSpec("poller", "orders-poller", lease.Timing{LeaseDuration: 4 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: time.Second}, "leader"),
+	})}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := several.ElectionSpecs()
+	if len(specs) != 2 || specs[0].Lease != "orders-reconciler" || specs[1].Timing().RetryPeriod != time.Second || specs[1].Readiness != "leader" {
+		t.Errorf("several: %+v", specs)
 	}
 }

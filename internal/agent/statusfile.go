@@ -4,14 +4,13 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
-
-	"github.com/leasegate/leasegate/internal/lease"
 )
 
-// writeStatusFile replaces path with status as JSON. It writes a temporary file in the same directory and
-// renames it over path, so a reader sees the old content or the new, never a torn write.
-func writeStatusFile(path string, status lease.Status) error {
-	data, err := json.Marshal(status)
+// writeStatusFile replaces path with the report as JSON (what /leader says). It writes a temporary file
+// in the same directory and renames it over path, so a reader sees the old content or the new, never a
+// torn write.
+func writeStatusFile(path string, report any) error {
+	data, err := json.Marshal(report)
 	if err != nil {
 		return err
 	}

@@ -115,6 +115,14 @@ func (e *Elector) Status() Status {
 	return s
 }
 
+// LastRenewal is the renewTime of the lease as last observed, zero before the first observation.
+func (e *Elector) LastRenewal() time.Time {
+	if l := e.observed.Load(); l != nil && l.Spec.RenewTime != nil {
+		return l.Spec.RenewTime.Time
+	}
+	return time.Time{}
+}
+
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
 // server and knows who leads.
 func (e *Elector) Synced() bool { return e.informer.HasSynced() }

@@ -161,3 +161,43 @@ func BenchmarkJudge(b *testing.B) {
 		}
 	}
 }
+
+func TestTimingFor(t *testing.T) {
+	tests := []struct {
+		name              string
+		objective, margin time.Duration
+		want              Timing
+		wantErr           string
+	}{
+		{"client-go's default from a 16s objective and a 1s margin", 16 * time.Second, time.Second,
+			Timing{15 * time.Second, 10 * time.Second, 2 * time.Second}, ""},
+		{"a minute-long reconciler", 61 * time.Second, time.Second,
+			Timing{60 * time.Second, 40 * time.Second, 8 * time.Second}, ""},
+		{"a poller that must resume within 5s: rounded down to whole seconds", 5500 * time.Millisecond, time.Second,
+			Timing{4 * time.Second, 2666666666, 533333333}, ""},
+		{"the shortest objective", 2 * time.Second, time.Second,
+			Timing{time.Second, 666666666, 133333333}, ""},
+		{"an objective the margin eats", 1500 * time.Millisecond, time.Second, Timing{},
+			"a takeover within 1.5s cannot be met: the lease duration would be under 1s after the clock skew margin (1s); the shortest objective is 2s"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := TimingFor(tt.objective, tt.margin)
+			if tt.wantErr != "" {
+				if err == nil || err.Error() != tt.wantErr {
+					t.Fatalf("TimingFor() error = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("TimingFor() = %+v, %v; want %+v", got, err, tt.want)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("derived timing breaks a rule: %v", err)
+			}
+			if budget := got.FailoverBudget(tt.margin); budget > tt.objective {
+				t.Errorf("failover budget %s exceeds the objective %s", budget, tt.objective)
+			}
+		})
+	}
+}

@@ -67,3 +67,23 @@ func (t Timing) Validate() error {
 func (t Timing) FailoverBudget(clockSkewMargin time.Duration) time.Duration {
 	return t.LeaseDuration + clockSkewMargin
 }
+
+// TimingFor derives the timing that meets a takeover objective: after a leader crashes, a follower leads
+// within objective. A crashed holder's lease keeps followers out for its duration plus the skew margin
+// (FailoverBudget; followers watch, so the take lands on the expiry timer, not a poll), so
+//
+//	lease duration = objective - clockSkewMargin, rounded down to whole seconds (a Lease stores seconds)
+//	renew deadline = 2/3 of the lease duration
+//	retry period   = 2/15 of the lease duration
+//
+// client-go's 15s/10s/2s in proportion: a leader that cannot renew stops acting a third of the lease
+// duration before anyone may take over, and tries five times before it gives up. An objective shorter
+// than one second plus the margin cannot be met: the error says the shortest that can.
+func TimingFor(objective, clockSkewMargin time.Duration) (Timing, error) {
+	d := (objective - clockSkewMargin).Truncate(time.Second)
+	if d < time.Second {
+		return Timing{}, fmt.Errorf("a takeover within %s cannot be met: the lease duration would be under 1s after the clock skew margin (%s); the shortest objective is %s",
+			objective, clockSkewMargin, time.Second+clockSkewMargin)
+	}
+	return Timing{LeaseDuration: d, RenewDeadline: d * 2 / 3, RetryPeriod: d * 2 / 15}, nil
+}
