@@ -68,10 +68,12 @@ type Result struct {
 
 // Status is the value of the leasegate.io/status annotation on an injected pod.
 type Status struct {
-	Lease   string `json:"lease"`
-	Sidecar string `json:"sidecar"` // "native" or "container"
-	Port    int32  `json:"port"`
-	Image   string `json:"image"`
+	// Lease is the pod's lease; Leases, instead, those of a pod with several elections.
+	Lease   string   `json:"lease,omitempty"`
+	Leases  []string `json:"leases,omitempty"`
+	Sidecar string   `json:"sidecar"` // "native" or "container"
+	Port    int32    `json:"port"`
+	Image   string   `json:"image"`
 }
 
 // Readiness and start modes (annotations leasegate.io/readiness and leasegate.io/start).
@@ -128,11 +130,10 @@ func skipReason(pod *corev1.Pod, ns Namespace, ownNamespace string) string {
 
 // plan is everything injection adds, decided before anything is changed.
 type plan struct {
-	lease     string
-	timing    lease.Timing
+	// elections has one election, named after its lease, unless the pod lists several (multi).
+	elections []election
+	multi     bool
 	margin    time.Duration
-	readiness string
-	start     string
 	native    bool
 	port      int32
 	agent     *config.Agent
@@ -144,65 +145,52 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 	var errs field.ErrorList
 
 	p := &plan{
-		timing:    cfg.Election.Timing(),
-		margin:    cfg.Election.ClockSkewMargin.Duration,
-		readiness: readinessHealth,
-		start:     startImmediate,
-		agent:     &cfg.Agent,
+		margin: cfg.Election.ClockSkewMargin.Duration,
+		agent:  &cfg.Agent,
 	}
-	var err error
-	if p.lease, err = leaseName(pod); err != nil {
+	baseLease, err := leaseName(pod)
+	if err != nil {
 		errs = append(errs, field.Required(annotations.Key(labels.Lease), err.Error()))
-	} else if msgs := validation.IsDNS1123Subdomain(p.lease); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(annotations.Key(labels.Lease), p.lease, "must be a valid Lease name: "+msgs[0]))
+	} else if msgs := validation.IsDNS1123Subdomain(baseLease); len(msgs) > 0 {
+		errs = append(errs, field.Invalid(annotations.Key(labels.Lease), baseLease, "must be a valid Lease name: "+msgs[0]))
 	}
+	podDefaults, timingErrs := podTiming(pod.Annotations, annotations)
+	errs = append(errs, timingErrs...)
 
-	timingAnnotations := map[lease.TimingField]string{
-		lease.LeaseDurationField: labels.LeaseDuration,
-		lease.RenewDeadlineField: labels.RenewDeadline,
-		lease.RetryPeriodField:   labels.RetryPeriod,
-	}
-	timingFields := map[lease.TimingField]*time.Duration{
-		lease.LeaseDurationField: &p.timing.LeaseDuration,
-		lease.RenewDeadlineField: &p.timing.RenewDeadline,
-		lease.RetryPeriodField:   &p.timing.RetryPeriod,
-	}
-	timingValid := true
-	for _, f := range []lease.TimingField{lease.LeaseDurationField, lease.RenewDeadlineField, lease.RetryPeriodField} {
-		key := timingAnnotations[f]
-		value, ok := pod.Annotations[key]
-		if !ok {
-			continue
+	if value, ok := pod.Annotations[labels.Elections]; ok {
+		p.multi = true
+		for _, key := range []string{labels.Readiness, labels.Start} {
+			if _, set := pod.Annotations[key]; set {
+				errs = append(errs, field.Forbidden(annotations.Key(key), fmt.Sprintf(
+					"with %s, set %s on one election instead: a pod with several elections decides it per election",
+					labels.Elections, strings.TrimPrefix(key, "leasegate.io/"))))
+			}
 		}
-		d, err := time.ParseDuration(value)
-		if err != nil {
-			errs = append(errs, field.Invalid(annotations.Key(key), value, "must be a Go duration such as 15s or 1m"))
-			timingValid = false
-			continue
+		var electionErrs field.ErrorList
+		p.elections, electionErrs = planElections(value, baseLease, podDefaults, cfg.Election.Timing(), p.margin, annotations.Key(labels.Elections))
+		errs = append(errs, electionErrs...)
+	} else {
+		e := election{name: baseLease, lease: baseLease, readiness: readinessHealth, start: startImmediate}
+		if len(timingErrs) == 0 {
+			var settleErrs field.ErrorList
+			e.timing, settleErrs = settleTiming(podDefaults, cfg.Election.Timing(), p.margin, func(f lease.TimingField) *field.Path {
+				return annotations.Key(timingFields[f].annotation)
+			}, annotations.Key(labels.Takeover))
+			errs = append(errs, settleErrs...)
 		}
-		*timingFields[f] = d
-	}
-	if timingValid {
-		if fe := config.TimingFieldError(p.timing.Validate(), func(f lease.TimingField) *field.Path {
-			return annotations.Key(timingAnnotations[f])
-		}, "retry-period < renew-deadline < lease-duration"); fe != nil {
-			fe.Detail += fmt.Sprintf(" (lease duration %s, renew deadline %s, retry period %s; unset annotations come from the leasegate-config defaults)",
-				p.timing.LeaseDuration, p.timing.RenewDeadline, p.timing.RetryPeriod)
-			errs = append(errs, fe)
+		if v, ok := pod.Annotations[labels.Readiness]; ok {
+			if v != readinessHealth && v != readinessLeader {
+				errs = append(errs, field.NotSupported(annotations.Key(labels.Readiness), v, []string{readinessHealth, readinessLeader}))
+			}
+			e.readiness = v
 		}
-	}
-
-	if v, ok := pod.Annotations[labels.Readiness]; ok {
-		if v != readinessHealth && v != readinessLeader {
-			errs = append(errs, field.NotSupported(annotations.Key(labels.Readiness), v, []string{readinessHealth, readinessLeader}))
+		if v, ok := pod.Annotations[labels.Start]; ok {
+			if v != startImmediate && v != startLeader {
+				errs = append(errs, field.NotSupported(annotations.Key(labels.Start), v, []string{startImmediate, startLeader}))
+			}
+			e.start = v
 		}
-		p.readiness = v
-	}
-	if v, ok := pod.Annotations[labels.Start]; ok {
-		if v != startImmediate && v != startLeader {
-			errs = append(errs, field.NotSupported(annotations.Key(labels.Start), v, []string{startImmediate, startLeader}))
-		}
-		p.start = v
+		p.elections = []election{e}
 	}
 
 	switch cfg.Agent.NativeSidecar {
@@ -211,8 +199,12 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 	case config.NativeSidecarAuto:
 		p.native = opts.Caps.NativeSidecars
 	}
-	if p.start == startLeader && !p.native {
-		errs = append(errs, field.Forbidden(annotations.Key(labels.Start),
+	if p.startElection() != nil && !p.native {
+		key := labels.Start
+		if p.multi {
+			key = labels.Elections
+		}
+		errs = append(errs, field.Forbidden(annotations.Key(key),
 			"start: leader needs the agent as a native sidecar (Kubernetes 1.29+ and agent.nativeSidecar auto or always in leasegate-config)"))
 	}
 	p.port = freePort(pod, cfg.Agent.Port)
@@ -244,12 +236,27 @@ func freePort(pod *corev1.Pod, want int32) int32 {
 	return want
 }
 
+// startElection is the election whose leadership the app containers wait for (start: leader), or nil.
+func (p *plan) startElection() *election {
+	for i := range p.elections {
+		if p.elections[i].start == startLeader {
+			return &p.elections[i]
+		}
+	}
+	return nil
+}
+
 func (p *plan) apply(pod *corev1.Pod) {
 	agentURL := "http://127.0.0.1:" + strconv.Itoa(int(p.port))
-	appEnv := append(downwardEnv(),
-		corev1.EnvVar{Name: "LEASEGATE_LEASE", Value: p.lease},
-		corev1.EnvVar{Name: "LEASEGATE_AGENT_URL", Value: agentURL},
-	)
+	appEnv := downwardEnv()
+	if p.multi {
+		for _, e := range p.elections {
+			appEnv = append(appEnv, corev1.EnvVar{Name: envName(e.name), Value: e.lease})
+		}
+	} else {
+		appEnv = append(appEnv, corev1.EnvVar{Name: "LEASEGATE_LEASE", Value: p.elections[0].lease})
+	}
+	appEnv = append(appEnv, corev1.EnvVar{Name: "LEASEGATE_AGENT_URL", Value: agentURL})
 	for i := range pod.Spec.Containers {
 		addEnv(&pod.Spec.Containers[i], appEnv)
 	}
@@ -274,7 +281,15 @@ func (p *plan) apply(pod *corev1.Pod) {
 	if p.native {
 		sidecar = "native"
 	}
-	status, _ := json.Marshal(Status{Lease: p.lease, Sidecar: sidecar, Port: p.port, Image: p.agent.Image})
+	recorded := Status{Sidecar: sidecar, Port: p.port, Image: p.agent.Image}
+	if p.multi {
+		for _, e := range p.elections {
+			recorded.Leases = append(recorded.Leases, e.lease)
+		}
+	} else {
+		recorded.Lease = p.elections[0].lease
+	}
+	status, _ := json.Marshal(recorded)
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
@@ -297,7 +312,7 @@ func (p *plan) container() corev1.Container {
 		}
 	}
 	readinessPeriod := int32(5)
-	if p.readiness == readinessLeader {
+	if slices.ContainsFunc(p.elections, func(e election) bool { return e.readiness == readinessLeader }) {
 		// Endpoints follow leadership: probe often, so a Service points at the new leader quickly.
 		readinessPeriod = 1
 	}
@@ -305,20 +320,12 @@ func (p *plan) container() corev1.Container {
 		Name:            AgentContainer,
 		Image:           p.agent.Image,
 		ImagePullPolicy: p.agent.ImagePullPolicy,
-		Env: append(downwardEnv(),
-			corev1.EnvVar{Name: "LEASEGATE_LEASE", Value: p.lease},
-			corev1.EnvVar{Name: "LEASEGATE_LEASE_DURATION", Value: p.timing.LeaseDuration.String()},
-			corev1.EnvVar{Name: "LEASEGATE_RENEW_DEADLINE", Value: p.timing.RenewDeadline.String()},
-			corev1.EnvVar{Name: "LEASEGATE_RETRY_PERIOD", Value: p.timing.RetryPeriod.String()},
-			corev1.EnvVar{Name: "LEASEGATE_CLOCK_SKEW_MARGIN", Value: p.margin.String()},
-			corev1.EnvVar{Name: "LEASEGATE_READINESS", Value: p.readiness},
-			corev1.EnvVar{Name: "LEASEGATE_LISTEN", Value: ":" + strconv.Itoa(int(p.port))},
-		),
-		Ports:          []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
-		Resources:      *p.agent.Resources.DeepCopy(),
-		LivenessProbe:  probe("/healthz", 10, 3),
-		ReadinessProbe: probe("/readyz", readinessPeriod, 1),
-		VolumeMounts:   []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
+		Env:             p.agentEnv(),
+		Ports:           []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
+		Resources:       *p.agent.Resources.DeepCopy(),
+		LivenessProbe:   probe("/healthz", 10, 3),
+		ReadinessProbe:  probe("/readyz", readinessPeriod, 1),
+		VolumeMounts:    []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
 		SecurityContext: &corev1.SecurityContext{
 			RunAsNonRoot:             ptr.To(true),
 			RunAsUser:                ptr.To[int64](agentUser),
@@ -330,12 +337,49 @@ func (p *plan) container() corev1.Container {
 		},
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
-	if p.start == startLeader {
+	if e := p.startElection(); e != nil {
 		// kubelet starts the app containers once this passes: only on the leader. A follower waits as
 		// long as it takes, so the threshold is effectively unbounded.
-		c.StartupProbe = probe("/leaderz", 1, math.MaxInt32)
+		path := "/leaderz"
+		if p.multi {
+			path += "/" + e.name
+		}
+		c.StartupProbe = probe(path, 1, math.MaxInt32)
 	}
 	return c
+}
+
+// agentEnv configures the agent: what to elect on (one lease with its timing and readiness, or
+// LEASEGATE_ELECTIONS), the clock skew margin the fence uses too, and the port.
+func (p *plan) agentEnv() []corev1.EnvVar {
+	env := append(downwardEnv(), p.electionEnv()...)
+	env = append(env, corev1.EnvVar{Name: "LEASEGATE_CLOCK_SKEW_MARGIN", Value: p.margin.String()})
+	if !p.multi {
+		env = append(env, corev1.EnvVar{Name: "LEASEGATE_READINESS", Value: p.elections[0].readiness})
+	}
+	return append(env, corev1.EnvVar{Name: "LEASEGATE_LISTEN", Value: ":" + strconv.Itoa(int(p.port))})
+}
+
+// electionEnv is what to elect on: one lease and its timing, or LEASEGATE_ELECTIONS.
+func (p *plan) electionEnv() []corev1.EnvVar {
+	if p.multi {
+		specs := make([]lease.ElectionSpec, len(p.elections))
+		for i, e := range p.elections {
+			readiness := ""
+			if e.readiness == readinessLeader {
+				readiness = readinessLeader
+			}
+			specs[i] = lease.NewElectionSpec(e.name, e.lease, e.timing, readiness)
+		}
+		return []corev1.EnvVar{{Name: "LEASEGATE_ELECTIONS", Value: lease.EncodeElections(specs)}}
+	}
+	e := p.elections[0]
+	return []corev1.EnvVar{
+		{Name: "LEASEGATE_LEASE", Value: e.lease},
+		{Name: "LEASEGATE_LEASE_DURATION", Value: e.timing.LeaseDuration.String()},
+		{Name: "LEASEGATE_RENEW_DEADLINE", Value: e.timing.RenewDeadline.String()},
+		{Name: "LEASEGATE_RETRY_PERIOD", Value: e.timing.RetryPeriod.String()},
+	}
 }
 
 // downwardEnv is the pod's identity from the downward API.

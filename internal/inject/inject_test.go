@@ -51,6 +51,11 @@ var goldenCases = []goldenCase{
 	{input: "invalid-annotations.yaml"},
 	{input: "host-network.yaml"},
 	{input: "port-collision.yaml"},
+	{input: "elections.yaml"},
+	{input: "takeover.yaml"},
+	{input: "invalid-elections.yaml"},
+	{input: "elections-not-yaml.yaml"},
+	{input: "elections-duplicate.yaml"},
 }
 
 const testConfig = "agent:\n  image: registry.example/leasegate-agent:test\n"

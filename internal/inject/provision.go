@@ -49,19 +49,22 @@ type Provisioner struct {
 // SetupWithManager registers the provisioner; it runs on the elected leader only.
 func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, func(o client.Object) []string {
-		if lease := leaseOf(o.(*corev1.Pod)); lease != "" {
-			return []string{o.GetNamespace() + "/" + lease}
+		var keys []string
+		for _, lease := range leasesOf(o.(*corev1.Pod)) {
+			keys = append(keys, o.GetNamespace()+"/"+lease)
 		}
-		return nil
+		return keys
 	}); err != nil {
 		return err
 	}
-	// Requests are "<namespace>/<lease>". Pods map by their status annotation, provisioned objects by name.
+	// Requests are "<namespace>/<lease>". Pods map by their status annotation (one request per lease of a
+	// pod with several elections), provisioned objects by name.
 	byPodLease := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		if lease := leaseOf(o.(*corev1.Pod)); lease != "" {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: lease}}}
+		var requests []reconcile.Request
+		for _, lease := range leasesOf(o.(*corev1.Pod)) {
+			requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: lease}})
 		}
-		return nil
+		return requests
 	})
 	byObjectName := func(prefix string) handler.EventHandler {
 		return handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
@@ -179,13 +182,17 @@ func (p *Provisioner) remove(ctx context.Context, lease types.NamespacedName) er
 	return nil
 }
 
-// leaseOf is the lease an injected pod's status annotation records.
-func leaseOf(pod *corev1.Pod) string {
+// leasesOf are the leases an injected pod's status annotation records: its lease, or those of its
+// elections.
+func leasesOf(pod *corev1.Pod) []string {
 	var s Status
 	if json.Unmarshal([]byte(pod.Annotations[labels.Status]), &s) != nil {
-		return ""
+		return nil
 	}
-	return s.Lease
+	if s.Lease != "" {
+		return []string{s.Lease}
+	}
+	return s.Leases
 }
 
 func resultOf(err error, success string) string {

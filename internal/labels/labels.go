@@ -15,6 +15,10 @@ const (
 	RetryPeriod   = "leasegate.io/retry-period"
 	Readiness     = "leasegate.io/readiness"
 	Start         = "leasegate.io/start"
+	// Takeover is the takeover objective the timing is derived from.
+	Takeover = "leasegate.io/takeover"
+	// Elections lists several named elections, each with its own lease and timing.
+	Elections = "leasegate.io/elections"
 
 	// Status records what was injected, so that a re-invocation changes nothing.
 	Status = "leasegate.io/status"

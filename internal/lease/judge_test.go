@@ -174,9 +174,9 @@ func TestTimingFor(t *testing.T) {
 		{"a minute-long reconciler", 61 * time.Second, time.Second,
 			Timing{60 * time.Second, 40 * time.Second, 8 * time.Second}, ""},
 		{"a poller that must resume within 5s: rounded down to whole seconds", 5500 * time.Millisecond, time.Second,
-			Timing{4 * time.Second, 2666666666, 533333333}, ""},
+			Timing{4 * time.Second, 2600 * time.Millisecond, 500 * time.Millisecond}, ""},
 		{"the shortest objective", 2 * time.Second, time.Second,
-			Timing{time.Second, 666666666, 133333333}, ""},
+			Timing{time.Second, 600 * time.Millisecond, 100 * time.Millisecond}, ""},
 		{"an objective the margin eats", 1500 * time.Millisecond, time.Second, Timing{},
 			"a takeover within 1.5s cannot be met: the lease duration would be under 1s after the clock skew margin (1s); the shortest objective is 2s"},
 	}

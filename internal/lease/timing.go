@@ -73,8 +73,8 @@ func (t Timing) FailoverBudget(clockSkewMargin time.Duration) time.Duration {
 // (FailoverBudget; followers watch, so the take lands on the expiry timer, not a poll), so
 //
 //	lease duration = objective - clockSkewMargin, rounded down to whole seconds (a Lease stores seconds)
-//	renew deadline = 2/3 of the lease duration
-//	retry period   = 2/15 of the lease duration
+//	renew deadline = 2/3 of the lease duration, rounded down to 100 ms
+//	retry period   = 2/15 of the lease duration, rounded down to 100 ms
 //
 // client-go's 15s/10s/2s in proportion: a leader that cannot renew stops acting a third of the lease
 // duration before anyone may take over, and tries five times before it gives up. An objective shorter
@@ -85,5 +85,15 @@ func TimingFor(objective, clockSkewMargin time.Duration) (Timing, error) {
 		return Timing{}, fmt.Errorf("a takeover within %s cannot be met: the lease duration would be under 1s after the clock skew margin (%s); the shortest objective is %s",
 			objective, clockSkewMargin, time.Second+clockSkewMargin)
 	}
-	return Timing{LeaseDuration: d, RenewDeadline: d * 2 / 3, RetryPeriod: d * 2 / 15}, nil
+	return Proportional(d), nil
+}
+
+// Proportional is the timing of a lease duration in client-go's proportions: renew deadline 2/3 and retry
+// period 2/15 of it, each rounded down to 100 ms so they read well (15s gives 10s and 2s).
+func Proportional(leaseDuration time.Duration) Timing {
+	return Timing{
+		LeaseDuration: leaseDuration,
+		RenewDeadline: (leaseDuration * 2 / 3).Truncate(100 * time.Millisecond),
+		RetryPeriod:   (leaseDuration * 2 / 15).Truncate(100 * time.Millisecond),
+	}
 }

@@ -154,7 +154,7 @@ var _ = Describe("The injector", func() {
 		Expect(err.Error()).To(Equal(`admission webhook "pods.leasegate.io" denied the request: leasegate cannot inject this pod: ` +
 			`metadata.annotations[leasegate.io/renew-deadline]: Invalid value: "20s": renew deadline (20s) must be shorter than lease duration (15s); ` +
 			`the rule is retry-period < renew-deadline < lease-duration (lease duration 15s, renew deadline 20s, retry period 2s; ` +
-			`unset annotations come from the leasegate-config defaults)`))
+			`unset values come from the takeover objective or the leasegate-config defaults)`))
 	})
 
 	It("injects a spec that passes Pod Security restricted in a namespace that enforces it", func(ctx SpecContext) {
