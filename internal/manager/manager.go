@@ -125,6 +125,9 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := (&inject.Provisioner{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
 		return err
 	}
+	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
+		return err
+	}
 	mgr.GetWebhookServer().Register(MutatePodsPath, &webhook.Admission{Handler: &inject.Handler{
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace,
 	}})
