@@ -139,6 +139,19 @@ func (a *Agent) Leader() (lease.Status, error) {
 	return s, json.Unmarshal(body, &s)
 }
 
+// Election is the agent's /leader/<name> answer, for one of several elections.
+func (a *Agent) Election(name string) (lease.Status, error) {
+	var s lease.Status
+	body, code, err := a.Get("/leader/" + name)
+	if err != nil {
+		return s, err
+	}
+	if code != http.StatusOK {
+		return s, fmt.Errorf("/leader/%s: %d %s", name, code, body)
+	}
+	return s, json.Unmarshal(body, &s)
+}
+
 // IsLeader is a convenience for polling: false on any error.
 func (a *Agent) IsLeader() bool {
 	s, err := a.Leader()
