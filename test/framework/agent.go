@@ -48,6 +48,8 @@ type AgentOptions struct {
 	Timing     lease.Timing
 	Readiness  string // "" keeps the agent's default
 	StatusFile string
+	// Elections, when set, are the agent's several elections (LEASEGATE_ELECTIONS) instead of one lease.
+	Elections []lease.ElectionSpec
 }
 
 // Agent is a running leasegate-agent process.
@@ -58,7 +60,7 @@ type Agent struct {
 }
 
 // StartAgent runs the agent binary as pod would run it: its environment is what the webhook injects and
-// the downward API fills in, its credentials the pod-bound token.
+// the downward API fills in, its credentials the pod-bound token. leaseName is unused with opts.Elections.
 func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*Agent, error) {
 	port, err := FreePort()
 	if err != nil {
@@ -69,9 +71,13 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 		"POD_NAME=" + pod.Name,
 		"POD_NAMESPACE=" + pod.Namespace,
 		"POD_UID=" + pod.UID,
-		"LEASEGATE_LEASE=" + leaseName,
 		"LEASEGATE_LISTEN=127.0.0.1:" + strconv.Itoa(port),
 		"KUBECONFIG=" + pod.Kubeconfig,
+	}
+	if opts.Elections != nil {
+		env = append(env, "LEASEGATE_ELECTIONS="+lease.EncodeElections(opts.Elections))
+	} else {
+		env = append(env, "LEASEGATE_LEASE="+leaseName)
 	}
 	if t := opts.Timing; t != (lease.Timing{}) {
 		env = append(env, "LEASEGATE_LEASE_DURATION="+t.LeaseDuration.String(),
