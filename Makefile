@@ -113,6 +113,7 @@ e2e-cluster: cluster-prerequisites ## As root: start a real single-node cluster,
 bench: $(CONTROLPLANE_DEP) cluster-prerequisites ## Go benchmarks of the hot paths, the failover table, the fence under load, and (root) the real-cluster table.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	$(GO) run ./test/failoverbench -runs 20
+	$(GO) run ./test/electionbench
 	$(GO) run ./test/fenceload -rate 1000 -duration 10s
 	$(CLUSTER_SUITE) -cluster.runs 20 -cluster.report $(BIN)/cluster-bench.md
 	@cat $(BIN)/cluster-bench.md
