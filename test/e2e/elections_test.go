@@ -2,11 +2,14 @@ package e2e
 
 import (
 	"fmt"
+	"io"
+	"net/http"
 	"syscall"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
@@ -155,5 +158,36 @@ guards:
 			Consistently(func(g Gomega) *framework.Agent { return holderOfElection(g, survivors, "slow") }).
 				WithTimeout(twoElections["slow"].budget).Should(Equal(holders["slow"]), "an election the dead pod did not hold keeps its holder")
 		}
+	})
+})
+
+var _ = Describe("The webhook's leaderless report", func() {
+	It("names a managed lease nobody took within its own budget, and not one that is held", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		leases := controlPlane.Client.CoordinationV1().Leases(ns)
+		managed := map[string]string{"leasegate.io/managed": "true"}
+		for name, duration := range map[string]int32{"abandoned": 4, "healthy": 60} {
+			_, err := leases.Create(ctx, &coordinationv1.Lease{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: managed},
+				Spec: coordinationv1.LeaseSpec{
+					HolderIdentity: ptr.To("gone_1"), LeaseDurationSeconds: ptr.To(duration),
+					RenewTime: &metav1.MicroTime{Time: time.Now().Add(-30 * time.Second)},
+				},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		series := func(lease string) string {
+			return fmt.Sprintf(`leasegate_lease_leaderless_seconds{lease="%s",namespace="%s"}`, lease, ns)
+		}
+		Eventually(func() (string, error) {
+			resp, err := http.Get(webhook.MetricsURL)
+			if err != nil {
+				return "", err
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			return string(body), err
+		}).WithTimeout(15 * time.Second).Should(And(ContainSubstring(series("abandoned")), Not(ContainSubstring(series("healthy")))),
+			"abandoned: renewed 30 s ago for 4 s, free for 25 s, past its 5 s budget; healthy: still held for 30 s")
 	})
 })
