@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
@@ -117,7 +119,7 @@ func podTiming(annotations map[string]string, path *field.Path) (explicitTiming,
 // own timing. baseLease names the pod's lease, from which each election's default lease is derived.
 func planElections(value, baseLease string, podDefaults explicitTiming, defaults lease.Timing, margin time.Duration, path *field.Path) ([]election, field.ErrorList) {
 	var specs map[string]electionAnnotation
-	if err := yaml.UnmarshalStrict([]byte(value), &specs); err != nil {
+	if err := decodeStrict(value, &specs); err != nil {
 		return nil, field.ErrorList{field.Invalid(path, value, fmt.Sprintf(
 			"must be a YAML map from election name to {lease, leaseDuration, renewDeadline, retryPeriod, takeover, readiness, start}: %v", err))}
 	}
@@ -202,4 +204,18 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 // with '-' as '_'.
 func envName(election string) string {
 	return "LEASEGATE_LEASE_" + strings.ToUpper(strings.ReplaceAll(election, "-", "_"))
+}
+
+// decodeStrict decodes YAML refusing duplicate keys and unknown fields, so a misspelt field is reported
+// rather than silently ignored.
+func decodeStrict(value string, into any) error {
+	data, err := yaml.YAMLToJSONStrict([]byte(value))
+	if err != nil {
+		return err
+	}
+	strictErrs, err := kjson.UnmarshalStrict(data, into, kjson.DisallowUnknownFields)
+	if err != nil {
+		return err
+	}
+	return errors.Join(strictErrs...)
 }
