@@ -187,7 +187,7 @@ var _ = Describe("The webhook's leaderless report", func() {
 			defer resp.Body.Close()
 			body, err := io.ReadAll(resp.Body)
 			return string(body), err
-		}).WithTimeout(15 * time.Second).Should(And(ContainSubstring(series("abandoned")), Not(ContainSubstring(series("healthy")))),
+		}).WithTimeout(15*time.Second).Should(And(ContainSubstring(series("abandoned")), Not(ContainSubstring(series("healthy")))),
 			"abandoned: renewed 30 s ago for 4 s, free for 25 s, past its 5 s budget; healthy: still held for 30 s")
 	})
 })
