@@ -123,6 +123,16 @@ func (e *Elector) LastRenewal() time.Time {
 	return time.Time{}
 }
 
+// Expiry is when the lease as last observed could change hands: never before its expiry (renewTime +
+// duration + clock skew margin) while someone holds it; zero when it is released or not yet observed.
+func (e *Elector) Expiry() time.Time {
+	l := e.observed.Load()
+	if l == nil {
+		return time.Time{}
+	}
+	return Judge(&l.Spec, time.Now(), e.cfg.ClockSkewMargin).ExpiresAt
+}
+
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
 // server and knows who leads.
 func (e *Elector) Synced() bool { return e.informer.HasSynced() }
