@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/leasegate/leasegate/internal/gate"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -31,6 +32,11 @@ type Agent struct {
 	listener  net.Listener
 	log       logr.Logger
 
+	// gate, when configured, serves the mutation gate on gateListener, following gated's elector.
+	gate         *http.Server
+	gateListener net.Listener
+	gated        *runningElection
+
 	// statusMu serializes status file writes: every election's loop reports its changes.
 	statusMu sync.Mutex
 }
@@ -40,6 +46,8 @@ type runningElection struct {
 	spec    lease.ElectionSpec
 	elector *lease.Elector
 	metrics *metrics
+	// log names the election when the pod runs several.
+	log logr.Logger
 }
 
 // New connects the pieces and binds the listener, so a bad LEASEGATE_LISTEN or kubeconfig fails here,
@@ -55,8 +63,12 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		return nil, fmt.Errorf("building the API client: %w", err)
 	}
 	a := &Agent{settings: s, log: log, registry: newRegistry()}
-	for _, spec := range s.ElectionSpecs() {
-		e := &runningElection{spec: spec}
+	specs := s.ElectionSpecs()
+	for _, spec := range specs {
+		e := &runningElection{spec: spec, log: log}
+		if len(specs) > 1 {
+			e.log = log.WithValues("election", spec.Name)
+		}
 		e.elector, err = lease.NewElector(lease.Config{
 			Client:          client,
 			Namespace:       s.PodNamespace,
@@ -65,7 +77,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			Timing:          spec.Timing(),
 			ClockSkewMargin: s.ClockSkewMargin,
 			OnChange:        func(status lease.Status) { a.onChange(e, status) },
-			Log:             log.WithValues("election", spec.Name),
+			Log:             e.log,
 		})
 		if err != nil {
 			return nil, err
@@ -77,20 +89,56 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if a.listener, err = net.Listen("tcp", s.Listen); err != nil {
 		return nil, fmt.Errorf("LEASEGATE_LISTEN=%s: %w", s.Listen, err)
 	}
+	if s.Gate.Upstream != "" {
+		if err := a.newGate(); err != nil {
+			a.listener.Close()
+			return nil, err
+		}
+	}
 	return a, nil
+}
+
+// newGate builds the mutation gate in front of the app, following the leadership of its election.
+func (a *Agent) newGate() error {
+	s := a.settings.Gate
+	for _, e := range a.elections {
+		if e.spec.Name == a.settings.GateElection() {
+			a.gated = e
+		}
+	}
+	policy, err := gate.NewPolicy(s.Methods, s.GRPCMethods)
+	if err != nil {
+		return err
+	}
+	handler, err := gate.New(s.Upstream, policy, a.gated.elector, a.registry)
+	if err != nil {
+		return err
+	}
+	if a.gateListener, err = net.Listen("tcp", s.Listen); err != nil {
+		return fmt.Errorf("LEASEGATE_GATE_LISTEN=%s: %w", s.Listen, err)
+	}
+	a.gate = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	// HTTP/1.1 for plain clients, cleartext HTTP/2 for gRPC: the pod's traffic is not TLS here, or the
+	// gate could not read the method.
+	a.gate.Protocols.SetHTTP1(true)
+	a.gate.Protocols.SetUnencryptedHTTP2(true)
+	return nil
 }
 
 // named is the elections as the endpoints serve them.
 func (a *Agent) named() []namedElection {
 	named := make([]namedElection, len(a.elections))
 	for i, e := range a.elections {
-		readiness := ReadinessHealth
-		if e.spec.Readiness == string(ReadinessLeader) {
-			readiness = ReadinessLeader
-		}
-		named[i] = namedElection{name: e.spec.Name, readiness: readiness, election: e.elector}
+		named[i] = namedElection{name: e.spec.Name, readiness: e.readiness(), election: e.elector}
 	}
 	return named
+}
+
+func (e *runningElection) readiness() Readiness {
+	if e.spec.Readiness == string(ReadinessLeader) {
+		return ReadinessLeader
+	}
+	return ReadinessHealth
 }
 
 // Run serves the endpoints and takes part in every election until ctx ends (SIGTERM), then stops
@@ -100,12 +148,17 @@ func (a *Agent) Run(ctx context.Context) error {
 		Handler:           newMux(a.named(), a.registry),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
-	served := make(chan error, 1)
+	served := make(chan error, 2)
 	go func() { served <- server.Serve(a.listener) }()
+	if a.gate != nil {
+		go func() { served <- a.gate.Serve(a.gateListener) }()
+		a.log.Info("Mutation gate started", "listen", a.gateListener.Addr().String(), "upstream", a.settings.Gate.Upstream,
+			"election", a.gated.spec.Name, "methods", a.settings.Gate.Methods, "grpcMethods", a.settings.Gate.GRPCMethods)
+	}
 	for _, e := range a.elections {
 		t := e.spec.Timing()
-		a.log.Info("Agent started", "identity", a.settings.Identity(), "election", e.spec.Name,
-			"lease", a.settings.PodNamespace+"/"+e.spec.Lease, "listen", a.listener.Addr().String(), "readiness", e.spec.Readiness,
+		e.log.Info("Agent started", "identity", a.settings.Identity(),
+			"lease", a.settings.PodNamespace+"/"+e.spec.Lease, "listen", a.listener.Addr().String(), "readiness", e.readiness(),
 			"leaseDuration", t.LeaseDuration, "renewDeadline", t.RenewDeadline, "retryPeriod", t.RetryPeriod,
 			"clockSkewMargin", a.settings.ClockSkewMargin)
 	}
@@ -128,16 +181,29 @@ func (a *Agent) Run(ctx context.Context) error {
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if shutdownErr := server.Shutdown(shutdownCtx); shutdownErr != nil && !errors.Is(shutdownErr, context.DeadlineExceeded) {
-		err = errors.Join(err, shutdownErr)
+	servers := []*http.Server{server}
+	if a.gate != nil {
+		servers = append(servers, a.gate)
+	}
+	for _, srv := range servers {
+		if shutdownErr := srv.Shutdown(shutdownCtx); shutdownErr != nil && !errors.Is(shutdownErr, context.DeadlineExceeded) {
+			err = errors.Join(err, shutdownErr)
+		}
 	}
 	return err
 }
 
 // onChange publishes a new election status everywhere the app may look. It runs on that election's loop.
 func (a *Agent) onChange(e *runningElection, s lease.Status) {
+	lost := e.metrics.leading && !s.IsLeader
 	e.metrics.observe(s.IsLeader)
 	a.writeStatus()
+	if lost && e == a.gated {
+		// Mutations are refused from this instant (the gate asks the elector on every request); close
+		// the idle keep-alive connections too, so clients reconnect and find the new leader.
+		a.gate.SetKeepAlivesEnabled(false)
+		a.gate.SetKeepAlivesEnabled(true)
+	}
 }
 
 func (a *Agent) writeStatus() {

@@ -5,9 +5,12 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/leasegate/leasegate/internal/gate"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -40,6 +43,19 @@ type Settings struct {
 	// Elections is LEASEGATE_ELECTIONS, a JSON list of lease.ElectionSpec, for a pod that runs several
 	// elections; then Lease, Timing and Readiness are unused. Validated by LoadSettings.
 	Elections string
+	// Gate is the mutation gate in front of the app's port; off unless Upstream is set.
+	Gate GateSettings
+}
+
+// GateSettings configure the mutation gate (package gate).
+type GateSettings struct {
+	// Upstream is the app's address, "127.0.0.1:<port>"; empty: no gate.
+	Upstream string
+	Listen   string
+	// Methods and GRPCMethods are what mutates; see gate.NewPolicy.
+	Methods, GRPCMethods string
+	// Election is the election whose leader may mutate; the only one when empty.
+	Election string
 }
 
 // Identity is the holder identity this agent writes into the lease.
@@ -70,7 +86,7 @@ type setting struct {
 // Every problem is reported, each naming the environment variable and flag it came from. -h or --help
 // returns flag.ErrHelp.
 func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
-	s := Settings{Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440"}
+	s := defaultSettings()
 	fs, settings := s.flagSet()
 
 	var errs []error
@@ -113,7 +129,52 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	if s.ClockSkewMargin < 0 {
 		errs = append(errs, fmt.Errorf("LEASEGATE_CLOCK_SKEW_MARGIN=%s: must not be negative", s.ClockSkewMargin))
 	}
+	if s.Gate.Upstream != "" {
+		errs = append(errs, s.validateGate()...)
+	}
 	return s, errors.Join(errs...)
+}
+
+// DefaultGateListen is where the gate listens unless told otherwise: the port after the agent's.
+const DefaultGateListen = ":9441"
+
+func defaultSettings() Settings {
+	return Settings{
+		Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440",
+		Gate: GateSettings{Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*"},
+	}
+}
+
+func (s *Settings) validateGate() []error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(s.Gate.Upstream); err != nil {
+		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_UPSTREAM=%s (--gate-upstream): want the app's host:port, such as 127.0.0.1:8080", s.Gate.Upstream))
+	}
+	if _, err := gate.NewPolicy(s.Gate.Methods, s.Gate.GRPCMethods); err != nil {
+		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_METHODS (--gate-methods) or LEASEGATE_GATE_GRPC_METHODS (--gate-grpc-methods): %w", err))
+	}
+	if s.Elections == "" {
+		return errs
+	}
+	var names []string
+	for _, e := range s.ElectionSpecs() {
+		names = append(names, e.Name)
+	}
+	switch {
+	case s.Gate.Election == "" && len(names) > 1:
+		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_ELECTION (--gate-election) is required with several elections: one of %s", strings.Join(names, ", ")))
+	case s.Gate.Election != "" && len(names) > 0 && !slices.Contains(names, s.Gate.Election):
+		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_ELECTION=%s (--gate-election): no such election; this pod runs %s", s.Gate.Election, strings.Join(names, ", ")))
+	}
+	return errs
+}
+
+// GateElection is the name of the election the gate follows. Call it on settings LoadSettings accepted.
+func (s Settings) GateElection() string {
+	if s.Gate.Election != "" {
+		return s.Gate.Election
+	}
+	return s.ElectionSpecs()[0].Name
 }
 
 // timingSettings names the variable and flag of each timing field, for errors.
@@ -125,7 +186,7 @@ var timingSettings = map[lease.TimingField]struct{ env, flag string }{
 
 // Usage writes every flag with its environment variable and default.
 func Usage(w io.Writer) {
-	s := Settings{Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440"}
+	s := defaultSettings()
 	fs, _ := s.flagSet()
 	fs.SetOutput(w)
 	fs.PrintDefaults()
@@ -146,6 +207,11 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{"LEASEGATE_LISTEN", "listen", "address of the HTTP endpoints (/healthz, /readyz, /leader, /metrics)", false, stringValue{&s.Listen}},
 		{"LEASEGATE_ELECTIONS", "elections", `several elections instead of LEASEGATE_LEASE: a JSON list of {"name", "lease", "leaseDuration", "renewDeadline", "retryPeriod", "readiness"}`, false, stringValue{&s.Elections}},
 		{"LEASEGATE_STATUS_FILE", "status-file", "file that holds the /leader JSON, rewritten atomically on every change", false, stringValue{&s.StatusFile}},
+		{"LEASEGATE_GATE_UPSTREAM", "gate-upstream", "the app's host:port: serve the mutation gate in front of it (followers answer mutations with 503)", false, stringValue{&s.Gate.Upstream}},
+		{"LEASEGATE_GATE_LISTEN", "gate-listen", "address of the mutation gate", false, stringValue{&s.Gate.Listen}},
+		{"LEASEGATE_GATE_METHODS", "gate-methods", "HTTP methods only the leader may serve, comma-separated", false, stringValue{&s.Gate.Methods}},
+		{"LEASEGATE_GATE_GRPC_METHODS", "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
+		{"LEASEGATE_GATE_ELECTION", "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
 		{"KUBECONFIG", "kubeconfig", "kubeconfig file; in-cluster config when empty", false, stringValue{&s.Kubeconfig}},
 	}
 	fs := flag.NewFlagSet("leasegate-agent", flag.ContinueOnError)

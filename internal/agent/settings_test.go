@@ -127,6 +127,28 @@ func TestLoadSettings(t *testing.T) {
 			wantErrs: []string{`LEASEGATE_ELECTIONS (--elections): not a JSON list of {"name", "lease", "leaseDuration", "renewDeadline", "retryPeriod", "readiness"}`},
 		},
 		{
+			name: "the mutation gate, its methods and the election it follows",
+			env: map[string]string{"LEASEGATE_GATE_UPSTREAM": "127.0.0.1:8080", "LEASEGATE_GATE_METHODS": "POST,DELETE",
+				"LEASEGATE_GATE_GRPC_METHODS": "/orders.Orders/*", "LEASEGATE_GATE_LISTEN": ":9500"},
+			want: func(s *Settings) {
+				s.Gate = GateSettings{Upstream: "127.0.0.1:8080", Listen: ":9500", Methods: "POST,DELETE", GRPCMethods: "/orders.Orders/*"}
+			},
+		},
+		{
+			name: "every gate problem, naming the setting",
+			env:  map[string]string{"LEASEGATE_GATE_UPSTREAM": "8080", "LEASEGATE_GATE_METHODS": "post"},
+			wantErrs: []string{
+				"LEASEGATE_GATE_UPSTREAM=8080 (--gate-upstream): want the app's host:port, such as 127.0.0.1:8080",
+				`LEASEGATE_GATE_METHODS (--gate-methods) or LEASEGATE_GATE_GRPC_METHODS (--gate-grpc-methods): HTTP method "post": write methods in capitals`,
+			},
+		},
+		{
+			name: "with several elections the gate must name the one it follows",
+			env: map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_GATE_UPSTREAM": "127.0.0.1:8080", "LEASEGATE_ELECTIONS": `[{"name":"a","lease":"a","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"},` +
+				`{"name":"b","lease":"b","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"}]`},
+			wantErrs: []string{"LEASEGATE_GATE_ELECTION (--gate-election) is required with several elections: one of a, b"},
+		},
+		{
 			name:     "positional arguments are refused",
 			args:     []string{"run"},
 			wantErrs: []string{`unexpected arguments ["run"]`},
@@ -149,10 +171,8 @@ func TestLoadSettings(t *testing.T) {
 			if err != nil {
 				t.Fatalf("LoadSettings() = %v", err)
 			}
-			want := Settings{
-				PodName: "orders-7d9f-x2x", PodNamespace: "shop", PodUID: "4b1c-aa", Lease: "orders",
-				Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440",
-			}
+			want := defaultSettings()
+			want.PodName, want.PodNamespace, want.PodUID, want.Lease = "orders-7d9f-x2x", "shop", "4b1c-aa", "orders"
 			tt.want(&want)
 			if got != want {
 				t.Errorf("LoadSettings() = %+v\nwant %+v", got, want)

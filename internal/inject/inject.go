@@ -74,6 +74,8 @@ type Status struct {
 	Sidecar string   `json:"sidecar"` // "native" or "container"
 	Port    int32    `json:"port"`
 	Image   string   `json:"image"`
+	// Gate is the mutation gate, when there is one.
+	Gate *GateStatus `json:"gate,omitempty"`
 }
 
 // Readiness and start modes (annotations leasegate.io/readiness and leasegate.io/start).
@@ -133,10 +135,12 @@ type plan struct {
 	// elections has one election, named after its lease, unless the pod lists several (multi).
 	elections []election
 	multi     bool
-	margin    time.Duration
-	native    bool
-	port      int32
-	agent     *config.Agent
+	// gate is the mutation gate, when the pod asks for one.
+	gate   *gatePlan
+	margin time.Duration
+	native bool
+	port   int32
+	agent  *config.Agent
 }
 
 func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
@@ -208,6 +212,9 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 			"start: leader needs the agent as a native sidecar (Kubernetes 1.29+ and agent.nativeSidecar auto or always in leasegate-config)"))
 	}
 	p.port = freePort(pod, cfg.Agent.Port)
+	var gateErrs field.ErrorList
+	p.gate, gateErrs = planGate(pod, p.elections, p.port, annotations)
+	errs = append(errs, gateErrs...)
 
 	if len(errs) > 0 {
 		msgs := make([]string, len(errs))
@@ -262,6 +269,9 @@ func (p *plan) apply(pod *corev1.Pod) {
 	}
 
 	agent := p.container()
+	if p.gate != nil {
+		p.gate.apply(pod, &agent)
+	}
 	if p.native {
 		agent.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		// First, so that the agent runs before the other init containers and, with start: leader,
@@ -282,6 +292,9 @@ func (p *plan) apply(pod *corev1.Pod) {
 		sidecar = "native"
 	}
 	recorded := Status{Sidecar: sidecar, Port: p.port, Image: p.agent.Image}
+	if p.gate != nil {
+		recorded.Gate = p.gate.status()
+	}
 	if p.multi {
 		for _, e := range p.elections {
 			recorded.Leases = append(recorded.Leases, e.lease)

@@ -56,6 +56,9 @@ var goldenCases = []goldenCase{
 	{input: "invalid-elections.yaml"},
 	{input: "elections-not-yaml.yaml"},
 	{input: "elections-duplicate.yaml"},
+	{input: "gate.yaml"},
+	{input: "gate-elections.yaml"},
+	{input: "gate-invalid.yaml"},
 }
 
 const testConfig = "agent:\n  image: registry.example/leasegate-agent:test\n"

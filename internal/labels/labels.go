@@ -19,6 +19,12 @@ const (
 	Takeover = "leasegate.io/takeover"
 	// Elections lists several named elections, each with its own lease and timing.
 	Elections = "leasegate.io/elections"
+	// Gate names the app container port the mutation gate takes over; GateMethods, GateGRPCMethods and
+	// GateElection tune it.
+	Gate            = "leasegate.io/gate"
+	GateMethods     = "leasegate.io/gate-methods"
+	GateGRPCMethods = "leasegate.io/gate-grpc-methods"
+	GateElection    = "leasegate.io/gate-election"
 
 	// Status records what was injected, so that a re-invocation changes nothing.
 	Status = "leasegate.io/status"

@@ -49,6 +49,15 @@ func holderOfElection(g Gomega, agents []*framework.Agent, election string) *fra
 var _ = Describe("Several elections in one pod", Serial, func() {
 	It("elect independently, each moving within its own budget when its holder dies, and a guard fences by its own lease", func(ctx SpecContext) {
 		ns := labelledNamespace(ctx, optedIn)
+		// The timing below depends on the clock skew margin: 1 s, whatever an earlier spec left.
+		setConfig(ctx, fmt.Sprintf(`election: {clockSkewMargin: 1s}
+guards:
+- name: slow-writes
+  lease: orders-slow
+  serviceAccounts: [orders]
+  resources: [{group: "", resources: [configmaps]}]
+  namespaces: [%s]
+`, ns))
 		dir := GinkgoT().TempDir()
 		var agents []*framework.Agent
 		var pods []*corev1.Pod
@@ -102,14 +111,6 @@ var _ = Describe("Several elections in one pod", Serial, func() {
 
 		By("fencing ConfigMap writes by the slow election's lease alone")
 		Expect(framework.GrantConfigMapWrites(ctx, controlPlane.Client, ns, "orders")).To(Succeed())
-		setConfig(ctx, fmt.Sprintf(`election: {clockSkewMargin: 1s}
-guards:
-- name: slow-writes
-  lease: orders-slow
-  serviceAccounts: [orders]
-  resources: [{group: "", resources: [configmaps]}]
-  namespaces: [%s]
-`, ns))
 		for _, a := range agents {
 			client, _ := clientFor(a.Pod.Kubeconfig)
 			err := writeConfigMap(ctx, client, ns, "state", a.Pod.Name)

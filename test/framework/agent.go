@@ -50,6 +50,8 @@ type AgentOptions struct {
 	StatusFile string
 	// Elections, when set, are the agent's several elections (LEASEGATE_ELECTIONS) instead of one lease.
 	Elections []lease.ElectionSpec
+	// GateUpstream, when set, puts the mutation gate in front of this address, on a free loopback port.
+	GateUpstream string
 }
 
 // Agent is a running leasegate-agent process.
@@ -57,6 +59,8 @@ type Agent struct {
 	*Process
 	Pod *Pod
 	URL string // http://127.0.0.1:<port>
+	// GateURL is the mutation gate, http://127.0.0.1:<port>, when it has one.
+	GateURL string
 }
 
 // StartAgent runs the agent binary as pod would run it: its environment is what the webhook injects and
@@ -89,7 +93,18 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 	if opts.StatusFile != "" {
 		env = append(env, "LEASEGATE_STATUS_FILE="+opts.StatusFile)
 	}
-	return startAgentProcess(binary, pod, env, port)
+	gatePort := 0
+	if opts.GateUpstream != "" {
+		if gatePort, err = FreePort(); err != nil {
+			return nil, err
+		}
+		env = append(env, "LEASEGATE_GATE_UPSTREAM="+opts.GateUpstream, "LEASEGATE_GATE_LISTEN=127.0.0.1:"+strconv.Itoa(gatePort))
+	}
+	a, err := startAgentProcess(binary, pod, env, port)
+	if err == nil && gatePort != 0 {
+		a.GateURL = fmt.Sprintf("http://127.0.0.1:%d", gatePort)
+	}
+	return a, err
 }
 
 // StartInjectedAgent runs the agent binary with the environment the webhook injected into pod's

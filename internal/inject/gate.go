@@ -1,0 +1,160 @@
+package inject
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/leasegate/leasegate/internal/gate"
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+// gatePlan is the mutation gate injection sets up: the app's named port moves to the agent, which
+// proxies it to the app on loopback.
+type gatePlan struct {
+	// portName is the app container port the gate takes over; a Service's named targetPort follows it.
+	portName  string
+	container string // the app container that declared it
+	appPort   int32
+	listen    int32
+	protocol  corev1.Protocol
+	// methods, grpcMethods and election are the annotations' values, "" for the agent's defaults.
+	methods, grpcMethods, election string
+}
+
+// GateStatus is what the status annotation records of the gate.
+type GateStatus struct {
+	Port    string `json:"port"`
+	AppPort int32  `json:"appPort"`
+	Listen  int32  `json:"listen"`
+}
+
+// planGate reads leasegate.io/gate and its companions. agentPort is taken; the gate listens on the next
+// port no container declares.
+func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *field.Path) (*gatePlan, field.ErrorList) {
+	name, ok := pod.Annotations[labels.Gate]
+	if !ok {
+		for _, key := range []string{labels.GateMethods, labels.GateGRPCMethods, labels.GateElection} {
+			if _, set := pod.Annotations[key]; set {
+				return nil, field.ErrorList{field.Forbidden(path.Key(key), "set "+labels.Gate+" to the app's port name first: this tunes the mutation gate")}
+			}
+		}
+		return nil, nil
+	}
+	g := &gatePlan{
+		portName: name, methods: pod.Annotations[labels.GateMethods],
+		grpcMethods: pod.Annotations[labels.GateGRPCMethods], election: pod.Annotations[labels.GateElection],
+	}
+	var errs field.ErrorList
+	for _, c := range pod.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.Name == name {
+				g.container, g.appPort, g.protocol = c.Name, port.ContainerPort, port.Protocol
+			}
+		}
+	}
+	switch {
+	case g.container == "":
+		errs = append(errs, field.Invalid(path.Key(labels.Gate), name,
+			"no app container declares a port of this name: name the port your Service targets (containers[].ports[].name) and give that name here"))
+	case g.protocol != "" && g.protocol != corev1.ProtocolTCP:
+		errs = append(errs, field.Invalid(path.Key(labels.Gate), name, fmt.Sprintf("port %s is %s; the gate proxies HTTP and gRPC over TCP", name, g.protocol)))
+	}
+	methods, grpcMethods := g.methods, g.grpcMethods
+	if methods == "" {
+		methods = "POST"
+	}
+	if grpcMethods == "" {
+		grpcMethods = "*"
+	}
+	if _, err := gate.NewPolicy(methods, grpcMethods); err != nil {
+		key := labels.GateMethods
+		if g.methods == "" {
+			key = labels.GateGRPCMethods
+		}
+		errs = append(errs, field.Invalid(path.Key(key), pod.Annotations[key], err.Error()))
+	}
+	var names []string
+	for _, e := range elections {
+		names = append(names, e.name)
+	}
+	switch {
+	case g.election == "" && len(elections) > 1:
+		errs = append(errs, field.Required(path.Key(labels.GateElection), fmt.Sprintf("the pod runs several elections: name the one whose leader may mutate (%v)", names)))
+	case g.election != "" && len(elections) > 1 && !slices.Contains(names, g.election):
+		errs = append(errs, field.NotSupported(path.Key(labels.GateElection), g.election, names))
+	case g.election != "" && len(elections) == 1:
+		errs = append(errs, field.Forbidden(path.Key(labels.GateElection), "the pod runs one election: drop this annotation"))
+	}
+	g.listen = agentPort + 1
+	for portUsed(pod, g.listen) {
+		g.listen++
+	}
+	return g, errs
+}
+
+func portUsed(pod *corev1.Pod, port int32) bool {
+	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
+		for _, c := range containers {
+			if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == port }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// apply moves the named port from the app container to the agent: a Service whose targetPort is the
+// name now reaches the gate. The app's own probes that used the name are pointed at the gate, which
+// passes their GETs on every replica, so an app that listens on loopback only (and cannot be reached
+// past the gate) stays probed.
+func (g *gatePlan) apply(pod *corev1.Pod, agent *corev1.Container) {
+	for i := range pod.Spec.Containers {
+		c := &pod.Spec.Containers[i]
+		if c.Name != g.container {
+			continue
+		}
+		c.Ports = slices.DeleteFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.Name == g.portName })
+		for _, probe := range []*corev1.Probe{c.LivenessProbe, c.ReadinessProbe, c.StartupProbe} {
+			if probe != nil {
+				g.renamePort(&probe.ProbeHandler)
+			}
+		}
+	}
+	agent.Ports = append(agent.Ports, corev1.ContainerPort{Name: g.portName, ContainerPort: g.listen, Protocol: corev1.ProtocolTCP})
+	agent.Env = append(agent.Env,
+		corev1.EnvVar{Name: "LEASEGATE_GATE_UPSTREAM", Value: "127.0.0.1:" + strconv.Itoa(int(g.appPort))},
+		corev1.EnvVar{Name: "LEASEGATE_GATE_LISTEN", Value: ":" + strconv.Itoa(int(g.listen))},
+	)
+	for _, v := range []corev1.EnvVar{
+		{Name: "LEASEGATE_GATE_METHODS", Value: g.methods},
+		{Name: "LEASEGATE_GATE_GRPC_METHODS", Value: g.grpcMethods},
+		{Name: "LEASEGATE_GATE_ELECTION", Value: g.election},
+	} {
+		if v.Value != "" {
+			agent.Env = append(agent.Env, v)
+		}
+	}
+}
+
+func (g *gatePlan) renamePort(h *corev1.ProbeHandler) {
+	byName := func(port *intstr.IntOrString) {
+		if port.Type == intstr.String && port.StrVal == g.portName {
+			*port = intstr.FromInt32(g.listen)
+		}
+	}
+	if h.HTTPGet != nil {
+		byName(&h.HTTPGet.Port)
+	}
+	if h.TCPSocket != nil {
+		byName(&h.TCPSocket.Port)
+	}
+}
+
+func (g *gatePlan) status() *GateStatus {
+	return &GateStatus{Port: g.portName, AppPort: g.appPort, Listen: g.listen}
+}
