@@ -114,6 +114,7 @@ bench: $(CONTROLPLANE_DEP) cluster-prerequisites ## Go benchmarks of the hot pat
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
 	$(GO) run ./test/failoverbench -runs 20
 	$(GO) run ./test/electionbench
+	$(GO) run ./test/gatebench -rate 1000 -duration 10s
 	$(GO) run ./test/fenceload -rate 1000 -duration 10s
 	$(CLUSTER_SUITE) -cluster.runs 20 -cluster.report $(BIN)/cluster-bench.md
 	@cat $(BIN)/cluster-bench.md
