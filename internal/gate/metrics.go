@@ -11,14 +11,17 @@ const (
 	outcomeGated  = "gated"
 )
 
-// metrics are the gate's series, all in one place.
+// metrics are the gate's series, all in one place. The series are resolved once, not per request.
 type metrics struct {
-	requests *prometheus.CounterVec
-	duration *prometheus.HistogramVec
+	requests map[[2]string]prometheus.Counter // by class and outcome
+	duration map[string]prometheus.Observer   // by outcome
 }
 
 func newMetrics(registry prometheus.Registerer) *metrics {
-	m := &metrics{
+	vecs := struct {
+		requests *prometheus.CounterVec
+		duration *prometheus.HistogramVec
+	}{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasegate_gate_requests_total",
 			Help: "Requests through the mutation gate, by class (read or mutation) and outcome (passed to the app, or gated: answered 503 or UNAVAILABLE because this pod does not lead).",
@@ -29,15 +32,27 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 			Buckets: []float64{0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.1, 0.5, 2.5},
 		}, []string{"outcome"}),
 	}
-	registry.MustRegister(m.requests, m.duration)
+	registry.MustRegister(vecs.requests, vecs.duration)
+	m := &metrics{requests: map[[2]string]prometheus.Counter{}, duration: map[string]prometheus.Observer{}}
+	for _, outcome := range []string{outcomePassed, outcomeGated} {
+		for _, class := range []string{classRead, classMutation} {
+			m.requests[[2]string{class, outcome}] = vecs.requests.WithLabelValues(class, outcome)
+		}
+		m.duration[outcome] = vecs.duration.WithLabelValues(outcome)
+	}
 	return m
 }
 
+const (
+	classRead     = "read"
+	classMutation = "mutation"
+)
+
 func (m *metrics) observe(mutates bool, outcome string, start time.Time) {
-	class := "read"
+	class := classRead
 	if mutates {
-		class = "mutation"
+		class = classMutation
 	}
-	m.requests.WithLabelValues(class, outcome).Inc()
-	m.duration.WithLabelValues(outcome).Observe(time.Since(start).Seconds())
+	m.requests[[2]string{class, outcome}].Inc()
+	m.duration[outcome].Observe(time.Since(start).Seconds())
 }

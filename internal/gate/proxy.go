@@ -8,6 +8,7 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,8 +52,8 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 		policy: policy,
 		leader: leader,
 		// FlushInterval -1: streamed responses (server-sent events, gRPC streams, chunked) pass at once.
-		http1:   &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: -1, ErrorHandler: badGateway},
-		grpc:    &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: -1, ErrorHandler: badGateway},
+		http1:   &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: -1, ErrorHandler: badGateway, BufferPool: buffers},
+		grpc:    &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: -1, ErrorHandler: badGateway, BufferPool: buffers},
 		metrics: newMetrics(registry),
 	}, nil
 }
@@ -121,6 +122,20 @@ func grpcEncode(s string) string {
 	}
 	return string(out)
 }
+
+// bufferPool reuses the proxy's copy buffers: without it, every request allocates 32 KiB.
+type bufferPool struct{ pool sync.Pool }
+
+func (p *bufferPool) Get() []byte {
+	if b, ok := p.pool.Get().(*[]byte); ok {
+		return *b
+	}
+	return make([]byte, 32<<10)
+}
+
+func (p *bufferPool) Put(b []byte) { p.pool.Put(&b) }
+
+var buffers = &bufferPool{}
 
 // badGateway answers when the app cannot be reached: its problem, not the gate's decision.
 func badGateway(w http.ResponseWriter, _ *http.Request, err error) {
