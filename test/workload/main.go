@@ -2,14 +2,22 @@
 // guarded write every interval whether it leads or not, and reports each outcome on stdout as
 // "write <n> allowed" or "write <n> denied: <message>", for the suite to count against the fence's Events
 // and metrics. It leaves deciding who may write to leasegate.
+//
+// With --serve it is instead an HTTP app that knows nothing of leadership: it answers every request, and
+// for each mutation it served asks its agent, at that moment, whether this pod leads, and says so in
+// the response (X-Served-By, X-Leader), for the suite to prove the mutation gate never let a follower
+// serve one.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -23,11 +31,16 @@ func main() {
 	target := flag.String("configmap", "workload-output", "ConfigMap to write, in the pod's namespace")
 	interval := flag.Duration("interval", 200*time.Millisecond, "time between writes")
 	writes := flag.Int("writes", 0, "stop writing after this many (and idle until SIGTERM); 0: never stop")
+	serve := flag.String("serve", "", "serve HTTP on this address instead of writing")
 	flag.Parse()
 	namespace, pod := os.Getenv("POD_NAMESPACE"), os.Getenv("POD_NAME")
 	if namespace == "" || pod == "" {
 		fmt.Fprintln(os.Stderr, "workload: POD_NAMESPACE and POD_NAME must be set (leasegate injects them)")
 		os.Exit(2)
+	}
+	if *serve != "" {
+		serveHTTP(*serve, pod, os.Getenv("LEASEGATE_AGENT_URL"))
+		return
 	}
 	config, err := rest.InClusterConfig()
 	if err != nil {
@@ -50,4 +63,41 @@ func main() {
 		}
 	}
 	<-ctx.Done()
+}
+
+// serveHTTP answers every request until SIGTERM; a mutation's answer says whether this pod led when it
+// served it, as its agent said at that moment.
+func serveHTTP(addr, pod, agentURL string) {
+	client := &http.Client{Timeout: time.Second}
+	leads := func() string {
+		resp, err := client.Get(agentURL + "/leader")
+		if err != nil {
+			return "unknown"
+		}
+		defer resp.Body.Close()
+		var status struct {
+			IsLeader bool `json:"isLeader"`
+		}
+		if json.NewDecoder(resp.Body).Decode(&status) != nil {
+			return "unknown"
+		}
+		return strconv.FormatBool(status.IsLeader)
+	}
+	server := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Served-By", pod)
+		if r.Method != http.MethodGet {
+			w.Header().Set("X-Leader", leads())
+		}
+		fmt.Fprintf(w, "%s served %s %s\n", pod, r.Method, r.URL.Path)
+	})}
+	go func() {
+		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+		defer stop()
+		<-ctx.Done()
+		_ = server.Close()
+	}()
+	if err := server.ListenAndServe(); err != nil && err != http.ErrServerClosed {
+		fmt.Fprintln(os.Stderr, "workload:", err)
+		os.Exit(1)
+	}
 }
