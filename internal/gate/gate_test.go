@@ -130,12 +130,7 @@ func gated(t *testing.T, policy Policy) (gateURL string, l *leadership, registry
 		}
 		fmt.Fprintf(w, "app: %s %s host %s", r.Method, r.URL.Path, r.Host)
 	})
-	upstream := httptest.NewUnstartedServer(app)
-	upstream.Config.Protocols = new(http.Protocols)
-	upstream.Config.Protocols.SetHTTP1(true)
-	upstream.Config.Protocols.SetUnencryptedHTTP2(true)
-	upstream.Start()
-	t.Cleanup(upstream.Close)
+	upstream := h2cServer(t, app)
 
 	l = &leadership{}
 	registry = prometheus.NewRegistry()
@@ -143,13 +138,18 @@ func gated(t *testing.T, policy Policy) (gateURL string, l *leadership, registry
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewUnstartedServer(g)
-	front.Config.Protocols = new(http.Protocols)
-	front.Config.Protocols.SetHTTP1(true)
-	front.Config.Protocols.SetUnencryptedHTTP2(true)
-	front.Start()
-	t.Cleanup(front.Close)
-	return front.URL, l, registry
+	return h2cServer(t, g).URL, l, registry
+}
+
+// h2cServer serves handler on loopback over HTTP/1.1 and cleartext HTTP/2, as the gate and a gRPC app do.
+func h2cServer(t *testing.T, handler http.Handler) *httptest.Server {
+	server := httptest.NewUnstartedServer(handler)
+	server.Config.Protocols = new(http.Protocols)
+	server.Config.Protocols.SetHTTP1(true)
+	server.Config.Protocols.SetUnencryptedHTTP2(true)
+	server.Start()
+	t.Cleanup(server.Close)
+	return server
 }
 
 func do(t *testing.T, method, url string) (*http.Response, string) {

@@ -91,14 +91,7 @@ func TestDecide(t *testing.T) {
 	legacy := &Requester{Username: "system:serviceaccount:shop:orders", Groups: []string{"system:serviceaccounts"}}
 	multiValued := pod("shop", "orders", "orders-a", "uid-a")
 	multiValued.Extra[extraPodName] = authenticationv1.ExtraValue{"orders-a", "orders-b"}
-	tests := []struct {
-		name       string
-		requester  *Requester
-		op         string
-		group, res string
-		namespace  string
-		want       Verdict
-	}{
+	tests := []decideCase{
 		{"the holder's write passes", pod("shop", "orders", "orders-a", "uid-a"), "UPDATE", "apps", "deployments", "shop",
 			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
 		{"a follower's write is denied, naming the holder", pod("shop", "orders", "orders-b", "uid-b"), "UPDATE", "apps", "deployments", "shop",
@@ -136,6 +129,21 @@ func TestDecide(t *testing.T) {
 		{"the other controller replica is fenced", pod("ops", "ctrl", "ctrl-1", "pod-uid-1"), "UPDATE", "", "services", "ops",
 			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "controller", LeaseNamespace: "ops", LeaseName: "cr-controller", Holder: "ctrl-0_7d1c2a3e-random-uuid"}},
 	}
+	runDecide(t, p, leases, tests)
+}
+
+// decideCase is a write and the verdict it must get.
+type decideCase struct {
+	name       string
+	requester  *Requester
+	op         string
+	group, res string
+	namespace  string
+	want       Verdict
+}
+
+func runDecide(t *testing.T, p *Policy, leases LeaseGetter, tests []decideCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := p.Decide(&Request{Requester: tt.requester, Operation: tt.op, Group: tt.group, Resource: tt.res, Namespace: tt.namespace}, leases, now)
@@ -180,14 +188,7 @@ func TestDecideHolderFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := Compile(cfg, "leasegate-system")
-	tests := []struct {
-		name       string
-		requester  *Requester
-		op         string
-		group, res string
-		namespace  string
-		want       Verdict
-	}{
+	tests := []decideCase{
 		{"cert-manager's leader holds its lease in kube-system, read with the cert-manager preset", pod("cert-manager", "cert-manager", "cm-0", "u0"), "CREATE", "cert-manager.io", "certificaterequests", "shop",
 			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
 		{"cert-manager's other replica is fenced", pod("cert-manager", "cert-manager", "cm-1", "u1"), "CREATE", "cert-manager.io", "certificaterequests", "shop",
@@ -205,14 +206,7 @@ func TestDecideHolderFormats(t *testing.T) {
 		{"a holder that merely contains the requester's name is reported the same way (the message asks, it does not assert)", pod("ops", "ctrl", "ctrl-0-external", "u"), "UPDATE", "", "serviceaccounts", "ops",
 			Verdict{Outcome: Denied, Reason: HolderFormatMismatch, Guard: "default-format", LeaseNamespace: "ops", LeaseName: "cert-manager-default", Holder: "ctrl-0-external-cert-manager-controller", HolderFormat: "client-go"}},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			got := p.Decide(&Request{Requester: tt.requester, Operation: tt.op, Group: tt.group, Resource: tt.res, Namespace: tt.namespace}, holderFormatLeases, now)
-			if got != tt.want {
-				t.Errorf("Decide() =\n%+v\nwant\n%+v", got, tt.want)
-			}
-		})
-	}
+	runDecide(t, p, holderFormatLeases, tests)
 }
 
 func TestDecideMissingPodIdentityModes(t *testing.T) {

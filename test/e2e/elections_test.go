@@ -2,8 +2,6 @@ package e2e
 
 import (
 	"fmt"
-	"io"
-	"net/http"
 	"syscall"
 	"time"
 
@@ -58,8 +56,6 @@ guards:
   resources: [{group: "", resources: [configmaps]}]
   namespaces: [%s]
 `, ns))
-		dir := GinkgoT().TempDir()
-		var agents []*framework.Agent
 		var pods []*corev1.Pod
 		for range 3 {
 			spec := deploymentPod(ns)
@@ -78,19 +74,7 @@ guards:
 		}).WithTimeout(10 * time.Second).Should(BeTrue())
 		Expect(canUpdateLease(ctx, ns, "orders", "orders")).To(BeFalse(), "no right on a lease the pod does not use")
 
-		for _, pod := range pods {
-			identity, err := controlPlane.PodIdentity(ctx, pod, dir, "")
-			Expect(err).NotTo(HaveOccurred())
-			agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func() {
-				agent.Stop()
-				if CurrentSpecReport().Failed() {
-					AddReportEntry("logs of "+pod.Name, agent.Logs())
-				}
-			})
-			agents = append(agents, agent)
-		}
+		agents := startInjectedAgents(ctx, pods)
 
 		By("electing exactly one leader per election, with each election's own timing in its Lease")
 		holders := map[string]*framework.Agent{}
@@ -180,15 +164,7 @@ var _ = Describe("The webhook's leaderless report", func() {
 		series := func(lease string) string {
 			return fmt.Sprintf(`leasegate_lease_leaderless_seconds{lease="%s",namespace="%s"}`, lease, ns)
 		}
-		Eventually(func() (string, error) {
-			resp, err := http.Get(webhook.MetricsURL)
-			if err != nil {
-				return "", err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			return string(body), err
-		}).WithTimeout(15*time.Second).Should(And(ContainSubstring(series("abandoned")), Not(ContainSubstring(series("healthy")))),
+		Eventually(webhookMetrics).WithTimeout(15*time.Second).Should(And(ContainSubstring(series("abandoned")), Not(ContainSubstring(series("healthy")))),
 			"abandoned: renewed 30 s ago for 4 s, free for 25 s, past its 5 s budget; healthy: still held for 30 s")
 	})
 })

@@ -105,6 +105,17 @@ func clientFor(kubeconfig string) (kubernetes.Interface, *warnings) {
 	return kubernetes.NewForConfigOrDie(config), w
 }
 
+// webhookMetrics scrapes leasegate-webhook's /metrics.
+func webhookMetrics() (string, error) {
+	resp, err := http.Get(webhook.MetricsURL)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	return string(body), err
+}
+
 // writeConfigMap is the workload's guarded write.
 var writeConfigMap = guardedwrite.ConfigMap
 
@@ -151,15 +162,7 @@ var _ = Describe("The fence", Serial, func() {
 		Eventually(func() []string { return deniedEvents(ctx, ns) }).WithTimeout(5 * time.Second).Should(ContainElement(And(
 			HavePrefix("ConfigMap/state Deny: "), ContainSubstring(follower.Pod.Name), ContainSubstring(leader.Pod.Identity()),
 			HaveSuffix("[related Pod/"+follower.Pod.Name+"]"))))
-		Eventually(func() (string, error) {
-			resp, err := http.Get(webhook.MetricsURL)
-			if err != nil {
-				return "", err
-			}
-			defer resp.Body.Close()
-			body, err := io.ReadAll(resp.Body)
-			return string(body), err
-		}).Should(ContainSubstring(`leasegate_fence_decisions_total{guard="worker",outcome="denied",reason="held_by_another",webhook="guarded"}`))
+		Eventually(webhookMetrics).Should(ContainSubstring(`leasegate_fence_decisions_total{guard="worker",outcome="denied",reason="held_by_another",webhook="guarded"}`))
 	})
 
 	It("denies a frozen leader's writes once another pod took over, and the resumed agent steps down", func(ctx SpecContext) {

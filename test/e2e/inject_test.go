@@ -71,6 +71,26 @@ func createPod(ctx context.Context, pod *corev1.Pod, dryRun bool) (*corev1.Pod, 
 	return controlPlane.Client.CoreV1().Pods(pod.Namespace).Create(ctx, pod, opts)
 }
 
+// startInjectedAgents runs each pod's agent from its injected spec, authenticated by a token bound to it.
+func startInjectedAgents(ctx context.Context, pods []*corev1.Pod) []*framework.Agent {
+	dir := GinkgoT().TempDir()
+	var agents []*framework.Agent
+	for _, pod := range pods {
+		identity, err := controlPlane.PodIdentity(ctx, pod, dir, "")
+		Expect(err).NotTo(HaveOccurred())
+		agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			agent.Stop()
+			if CurrentSpecReport().Failed() {
+				AddReportEntry("logs of "+pod.Name, agent.Logs())
+			}
+		})
+		agents = append(agents, agent)
+	}
+	return agents
+}
+
 func isInjected(pod *corev1.Pod) bool {
 	return pod.Annotations["leasegate.io/status"] != ""
 }
@@ -206,24 +226,13 @@ var _ = Describe("The injector", func() {
 
 	It("gives agents, run from the injected spec with pod-bound tokens, enough rights to elect a leader and no more", func(ctx SpecContext) {
 		ns := labelledNamespace(ctx, optedIn)
-		dir := GinkgoT().TempDir()
-		var agents []*framework.Agent
+		var pods []*corev1.Pod
 		for range 3 {
 			pod, err := createPod(ctx, deploymentPod(ns), false)
 			Expect(err).NotTo(HaveOccurred())
-			identity, err := controlPlane.PodIdentity(ctx, pod, dir, "")
-			Expect(err).NotTo(HaveOccurred())
-			agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
-			Expect(err).NotTo(HaveOccurred())
-			DeferCleanup(func() {
-				agent.Stop()
-				if CurrentSpecReport().Failed() {
-					AddReportEntry("logs of "+pod.Name, agent.Logs())
-				}
-			})
-			agents = append(agents, agent)
+			pods = append(pods, pod)
 		}
-		leader := soleLeader(agents)
+		leader := soleLeader(startInjectedAgents(ctx, pods))
 		lease, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(*lease.Spec.HolderIdentity).To(Equal(leader.Pod.Identity()))

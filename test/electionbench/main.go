@@ -32,20 +32,12 @@ func main() {
 }
 
 func run(ctx context.Context, window time.Duration) error {
-	cp, err := framework.StartControlPlane()
+	bench, err := framework.StartBench()
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "leasegate-electionbench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	binary, err := framework.BuildAgent(dir)
-	if err != nil {
-		return err
-	}
+	defer bench.Stop()
+	cp, dir, binary := bench.ControlPlane, bench.Dir, bench.Agent
 
 	baseline, err := leaseCallsDuring(ctx, cp, window)
 	if err != nil {

@@ -35,21 +35,12 @@ func main() {
 }
 
 func run(ctx context.Context, runs int, timing lease.Timing) error {
-	cp, err := framework.StartControlPlane()
+	bench, err := framework.StartBench()
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "leasegate-bench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	binary, err := framework.BuildAgent(dir)
-	if err != nil {
-		return err
-	}
-	election, err := cp.StartElection(ctx, "bench", 3, dir, binary, "worker", framework.AgentOptions{Timing: timing})
+	defer bench.Stop()
+	election, err := bench.ControlPlane.StartElection(ctx, "bench", 3, bench.Dir, bench.Agent, "worker", framework.AgentOptions{Timing: timing})
 	if err != nil {
 		return err
 	}

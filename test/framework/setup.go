@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"fmt"
+	"os"
 )
 
 // StartElection creates namespace with a pod and pod-bound token per agent under dir, and starts n
@@ -20,4 +21,36 @@ func (c *ControlPlane) StartElection(ctx context.Context, namespace string, n in
 	}
 	e := &Election{Launch: func(pod *Pod) (*Agent, error) { return StartAgent(binary, pod, leaseName, opts) }}
 	return e, e.Start(pods)
+}
+
+// Bench is what the benchmark commands start from: a control plane, a scratch directory, and the agent
+// binary built into it.
+type Bench struct {
+	ControlPlane *ControlPlane
+	Dir, Agent   string
+}
+
+// StartBench starts the control plane and builds the agent; Stop undoes both.
+func StartBench() (*Bench, error) {
+	cp, err := StartControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	b := &Bench{ControlPlane: cp}
+	if b.Dir, err = os.MkdirTemp("", "leasegate-bench-"); err == nil {
+		b.Agent, err = BuildAgent(b.Dir)
+	}
+	if err != nil {
+		b.Stop()
+		return nil, err
+	}
+	return b, nil
+}
+
+// Stop stops the control plane and removes the scratch directory.
+func (b *Bench) Stop() {
+	b.ControlPlane.Stop()
+	if b.Dir != "" {
+		_ = os.RemoveAll(b.Dir)
+	}
 }

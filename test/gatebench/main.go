@@ -38,20 +38,12 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 	}))
 	defer app.Close()
 
-	cp, err := framework.StartControlPlane()
+	bench, err := framework.StartBench()
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "leasegate-gatebench-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	binary, err := framework.BuildAgent(dir)
-	if err != nil {
-		return err
-	}
+	defer bench.Stop()
+	cp, dir, binary := bench.ControlPlane, bench.Dir, bench.Agent
 	if err := cp.CreateNamespace(ctx, "bench"); err != nil {
 		return err
 	}
