@@ -60,18 +60,22 @@ func admissionRequest(t testing.TB, pod *corev1.Pod) admission.Request {
 
 // TestHandlerPatchReproducesInject applies the handler's JSON patch to the pod as the API server would,
 // and checks the result is exactly what the pure Inject produced for the golden files.
+// TestHandlerPatchReproducesInject applies the handler's patch to every golden input that is injected
+// with the test configuration, and checks it gives exactly Inject's pod: a change of Inject that the
+// patch misses (a field replaced rather than added, say) fails here, not in a cluster.
 func TestHandlerPatchReproducesInject(t *testing.T) {
-	classic := newTestHandler(t)
-	classic.Caps.NativeSidecars = false
-	t.Run("classic-sidecar.yaml on an API server without native sidecars", func(t *testing.T) {
-		checkPatchReproducesInject(t, classic, "classic-sidecar.yaml")
-	})
-	h := newTestHandler(t)
-	for _, input := range []string{
-		"deployment-pod.yaml", "statefulset-pod.yaml", "bare-pod.yaml", "user-env.yaml", "init-containers.yaml",
-		"start-leader.yaml", "port-collision.yaml", "readiness-leader.yaml",
-	} {
-		t.Run(input, func(t *testing.T) { checkPatchReproducesInject(t, h, input) })
+	for _, tc := range goldenCases {
+		if tc.config != "" || strings.HasSuffix(tc.input, ".injected") {
+			continue // another configuration, or a pod already injected: nothing to patch
+		}
+		h := newTestHandler(t)
+		h.Caps.NativeSidecars = !tc.oldAPIServer
+		pod := readPod(t, "testdata/"+tc.input)
+		if result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
+			Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace}); err != nil || result.Pod == nil {
+			continue // denied or skipped: no patch
+		}
+		t.Run(tc.input, func(t *testing.T) { checkPatchReproducesInject(t, h, tc.input) })
 	}
 }
 

@@ -6,15 +6,18 @@ import (
 
 	"gomodules.xyz/jsonpatch/v2"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 )
 
 // patch lists the JSON patch operations that turn orig into injected, the result of Inject on it.
 //
-// Injection only ever adds: a label, an annotation, env variables, a volume, the agent container, and
-// the default service account name. So the operations come straight from those fields instead of from
-// diffing the two documents, which re-decodes both and walks everything: a pod with thousands of env
-// variables then costs little more than its decoding. TestHandlerPatchReproducesInject applies the
-// patch and checks the result is exactly Inject's.
+// Injection adds: a label, an annotation, env variables, a volume, the agent container, and the default
+// service account name. The one change it makes to an app container is the mutation gate's: the named
+// port moves to the agent, so that container's ports, and its probes that used the port, are replaced.
+// So the operations come straight from those fields instead of from diffing the two documents, which
+// re-decodes both and walks everything: a pod with thousands of env variables then costs little more
+// than its decoding. TestHandlerPatchReproducesInject applies the patch to every golden input and checks
+// the result is exactly Inject's.
 func patch(orig, injected *corev1.Pod) []jsonpatch.Operation {
 	var ops []jsonpatch.Operation
 	ops = addEntries(ops, "/metadata/labels", orig.Labels, injected.Labels)
@@ -33,7 +36,13 @@ func patch(orig, injected *corev1.Pod) []jsonpatch.Operation {
 		}
 	}
 	for i := range orig.Spec.Containers {
-		ops = addItems(ops, "/spec/containers/"+strconv.Itoa(i)+"/env", orig.Spec.Containers[i].Env, injected.Spec.Containers[i].Env)
+		path := "/spec/containers/" + strconv.Itoa(i)
+		before, after := &orig.Spec.Containers[i], &injected.Spec.Containers[i]
+		ops = addItems(ops, path+"/env", before.Env, after.Env)
+		ops = replaceChanged(ops, path+"/ports", before.Ports, after.Ports, len(before.Ports) > 0, len(after.Ports) > 0)
+		ops = replaceChanged(ops, path+"/livenessProbe", before.LivenessProbe, after.LivenessProbe, before.LivenessProbe != nil, after.LivenessProbe != nil)
+		ops = replaceChanged(ops, path+"/readinessProbe", before.ReadinessProbe, after.ReadinessProbe, before.ReadinessProbe != nil, after.ReadinessProbe != nil)
+		ops = replaceChanged(ops, path+"/startupProbe", before.StartupProbe, after.StartupProbe, before.StartupProbe != nil, after.StartupProbe != nil)
 	}
 	ops = addItems(ops, "/spec/containers", orig.Spec.Containers, injected.Spec.Containers)
 	return addItems(ops, "/spec/volumes", orig.Spec.Volumes, injected.Spec.Volumes)
@@ -64,6 +73,19 @@ func addEntries(ops []jsonpatch.Operation, path string, before, after map[string
 		}
 	}
 	return ops
+}
+
+// replaceChanged replaces, adds or removes the field at path when injection changed it.
+func replaceChanged[T any](ops []jsonpatch.Operation, path string, before, after T, hadBefore, hasAfter bool) []jsonpatch.Operation {
+	switch {
+	case !hadBefore && !hasAfter, equality.Semantic.DeepEqual(before, after):
+		return ops
+	case !hasAfter:
+		return append(ops, jsonpatch.Operation{Operation: "remove", Path: path})
+	case !hadBefore:
+		return append(ops, add(path, after))
+	}
+	return append(ops, jsonpatch.Operation{Operation: "replace", Path: path, Value: after})
 }
 
 func add(path string, value any) jsonpatch.Operation {

@@ -393,15 +393,22 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 	})
 
 	It("gate: through a Service with a named targetPort, only the lease holder serves mutations, across a deleted and a frozen leader", func() {
-		deployWorkload(ctx, node, "ledger", 3, map[string]string{"leasegate.io/gate": "http"}, "--serve", ":8080")
+		deployWorkload(ctx, node, "storefront", 3, map[string]string{"leasegate.io/gate": "http"}, "--serve", ":8080")
 		svc, err := node.Client.CoreV1().Services(app).Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: "ledger"},
-			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "ledger"},
+			ObjectMeta: metav1.ObjectMeta{Name: "storefront"},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "storefront"},
 				Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromString("http")}}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		awaitRunning(ctx, node, "ledger", 3)
-		Eventually(func() []string { return readyEndpoints(ctx, node, "ledger") }).WithTimeout(30 * time.Second).Should(HaveLen(3))
+		awaitRunning(ctx, node, "storefront", 3)
+		Eventually(func() []string { return readyEndpoints(ctx, node, "storefront") }).WithTimeout(30 * time.Second).Should(HaveLen(3))
+		slices, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=storefront"})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(slices.Items).NotTo(BeEmpty())
+		for _, slice := range slices.Items {
+			Expect(slice.Ports).To(ConsistOf(HaveField("Port", HaveValue(BeEquivalentTo(agentPort+1)))),
+				"the Service's named targetPort resolves to the gate (the port after the agent's), not the app's 8080")
+		}
 		url := "http://" + svc.Spec.ClusterIP
 		// A new connection per request, so kube-proxy spreads them over every replica.
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -448,22 +455,22 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 				mu.Unlock()
 			}
 		})
-		holders := watchLease(ctx, node, "ledger").history()
+		holders := watchLease(ctx, node, "storefront").history()
 		time.Sleep(3 * time.Second)
 
 		By("deleting the leader's pod under load")
-		leader := holderPod(ctx, node, "ledger")
+		leader := holderPod(ctx, node, "storefront")
 		Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
-		Eventually(func() string { return holderPod(ctx, node, "ledger") }).WithTimeout(30 * time.Second).ShouldNot(BeElementOf(leader, ""))
+		Eventually(func() string { return holderPod(ctx, node, "storefront") }).WithTimeout(30 * time.Second).ShouldNot(BeElementOf(leader, ""))
 		time.Sleep(2 * time.Second)
 
 		By("freezing the next leader until another pod takes over, then thawing it, under load")
-		frozen := getPod(ctx, node, holderPod(ctx, node, "ledger"))
-		ids := []string{containerID(frozen, agentContainer), containerID(frozen, "ledger")}
+		frozen := getPod(ctx, node, holderPod(ctx, node, "storefront"))
+		ids := []string{containerID(frozen, agentContainer), containerID(frozen, "storefront")}
 		for _, id := range ids {
 			Expect(node.Freeze(id)).To(Succeed())
 		}
-		Eventually(func() string { return holderPod(ctx, node, "ledger") }).WithTimeout(30 * time.Second).ShouldNot(BeElementOf(frozen.Name, ""))
+		Eventually(func() string { return holderPod(ctx, node, "storefront") }).WithTimeout(30 * time.Second).ShouldNot(BeElementOf(frozen.Name, ""))
 		for _, id := range ids {
 			Expect(node.Thaw(id)).To(Succeed())
 		}
