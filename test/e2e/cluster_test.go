@@ -402,10 +402,10 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		Expect(err).NotTo(HaveOccurred())
 		awaitRunning(ctx, node, "storefront", 3)
 		Eventually(func() []string { return readyEndpoints(ctx, node, "storefront") }).WithTimeout(30 * time.Second).Should(HaveLen(3))
-		slices, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=storefront"})
+		endpointSlices, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=storefront"})
 		Expect(err).NotTo(HaveOccurred())
-		Expect(slices.Items).NotTo(BeEmpty())
-		for _, slice := range slices.Items {
+		Expect(endpointSlices.Items).NotTo(BeEmpty())
+		for _, slice := range endpointSlices.Items {
 			Expect(slice.Ports).To(ConsistOf(HaveField("Port", HaveValue(BeEquivalentTo(agentPort+1)))),
 				"the Service's named targetPort resolves to the gate (the port after the agent's), not the app's 8080")
 		}
