@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -37,6 +38,13 @@ type Agent struct {
 	gateListener net.Listener
 	gated        *runningElection
 
+	// client is the API client every election shares; with on-loss restart, losing restarting's lease
+	// evicts this pod, unless the agent is stopping (a release on the way out is no loss).
+	client     *lease.Client
+	restarting *runningElection
+	stopping   atomic.Bool
+	evicting   sync.Once
+
 	// statusMu serializes status file writes: every election's loop reports its changes.
 	statusMu sync.Mutex
 }
@@ -62,7 +70,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("building the API client: %w", err)
 	}
-	a := &Agent{settings: s, log: log, registry: newRegistry()}
+	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
 	specs := s.ElectionSpecs()
 	for _, spec := range specs {
 		e := &runningElection{spec: spec, log: log}
@@ -86,6 +94,13 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			spec.Timing().FailoverBudget(s.ClockSkewMargin), e.elector.LastRenewal)
 		a.elections = append(a.elections, e)
 	}
+	if s.OnLoss == OnLossRestart {
+		for _, e := range a.elections {
+			if e.spec.Name == s.electionOrOnly(s.OnLossElection) {
+				a.restarting = e
+			}
+		}
+	}
 	if a.listener, err = net.Listen("tcp", s.Listen); err != nil {
 		return nil, fmt.Errorf("LEASEGATE_LISTEN=%s: %w", s.Listen, err)
 	}
@@ -102,7 +117,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 func (a *Agent) newGate() error {
 	s := a.settings.Gate
 	for _, e := range a.elections {
-		if e.spec.Name == a.settings.GateElection() {
+		if e.spec.Name == a.settings.electionOrOnly(a.settings.Gate.Election) {
 			a.gated = e
 		}
 	}
@@ -176,6 +191,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	case err = <-served:
 		err = fmt.Errorf("serving %s: %w", a.listener.Addr(), err)
 	}
+	a.stopping.Store(true)
 	stopElections()
 	elected.Wait() // every lease is released before the endpoints go away
 
@@ -198,11 +214,35 @@ func (a *Agent) onChange(e *runningElection, s lease.Status) {
 	lost := e.metrics.leading && !s.IsLeader
 	e.metrics.observe(s.IsLeader)
 	a.writeStatus()
+	if lost && e == a.restarting && !a.stopping.Load() {
+		a.evicting.Do(func() { go a.evictSelf(e) })
+	}
 	if lost && e == a.gated {
 		// Mutations are refused from this instant (the gate asks the elector on every request); close
 		// the idle keep-alive connections too, so clients reconnect and find the new leader.
 		a.gate.SetKeepAlivesEnabled(false)
 		a.gate.SetKeepAlivesEnabled(true)
+	}
+}
+
+// evictSelf evicts this pod through the Eviction API, retrying every retry period while a
+// PodDisruptionBudget or the API server refuses, until the agent stops. The workload's controller
+// replaces the pod, and the replacement's app waits for leadership (start: leader). The webhook admits a
+// pod's eviction of itself only, and only once it no longer holds the lease.
+func (a *Agent) evictSelf(e *runningElection) {
+	e.log.Info("Lost the lease; evicting this pod so that it restarts as a follower (on-loss: restart)",
+		"lease", a.settings.PodNamespace+"/"+e.spec.Lease, "pod", a.settings.PodName)
+	retry := e.spec.Timing().RetryPeriod
+	for !a.stopping.Load() {
+		ctx, cancel := context.WithTimeout(context.Background(), e.spec.Timing().RenewDeadline)
+		err := a.client.EvictPod(ctx, a.settings.PodNamespace, a.settings.PodName)
+		cancel()
+		if err == nil {
+			e.log.Info("Evicted this pod", "pod", a.settings.PodName)
+			return
+		}
+		e.log.Error(err, "Evicting this pod failed; retrying", "pod", a.settings.PodName, "retryIn", retry)
+		time.Sleep(retry)
 	}
 }
 

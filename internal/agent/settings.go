@@ -45,7 +45,17 @@ type Settings struct {
 	Elections string
 	// Gate is the mutation gate in front of the app's port; off unless Upstream is set.
 	Gate GateSettings
+	// OnLoss is what the agent does when it loses a lease it held: keep (report it) or restart (evict its
+	// own pod, so it comes back as a follower held by start: leader). OnLossElection is the election it
+	// watches for that, the only one when empty.
+	OnLoss, OnLossElection string
 }
+
+// What an agent does when it loses a lease it held (LEASEGATE_ON_LOSS).
+const (
+	OnLossKeep    = "keep"
+	OnLossRestart = "restart"
+)
 
 // GateSettings configure the mutation gate (package gate).
 type GateSettings struct {
@@ -132,7 +142,38 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	if s.Gate.Upstream != "" {
 		errs = append(errs, s.validateGate()...)
 	}
+	switch s.OnLoss {
+	case OnLossKeep, OnLossRestart:
+	default:
+		errs = append(errs, fmt.Errorf("LEASEGATE_ON_LOSS=%s (--on-loss): must be %s or %s", s.OnLoss, OnLossKeep, OnLossRestart))
+	}
+	if s.OnLossElection != "" {
+		errs = append(errs, checkElectionName(s, "LEASEGATE_ON_LOSS_ELECTION (--on-loss-election)", s.OnLossElection)...)
+	}
 	return s, errors.Join(errs...)
+}
+
+// checkElectionName reports a setting that names an election the agent does not run.
+func checkElectionName(s Settings, setting, name string) []error {
+	if s.Elections == "" {
+		return nil // ParseElections' own errors are reported already
+	}
+	var names []string
+	for _, e := range s.ElectionSpecs() {
+		names = append(names, e.Name)
+	}
+	if len(names) > 0 && !slices.Contains(names, name) {
+		return []error{fmt.Errorf("%s=%s: no such election; this pod runs %s", strings.SplitN(setting, " ", 2)[0], name, strings.Join(names, ", "))}
+	}
+	return nil
+}
+
+// electionOrOnly is the named election, or the only one.
+func (s Settings) electionOrOnly(name string) string {
+	if name != "" {
+		return name
+	}
+	return s.ElectionSpecs()[0].Name
 }
 
 // DefaultGateListen is where the gate listens unless told otherwise: the port after the agent's.
@@ -141,7 +182,8 @@ const DefaultGateListen = ":9441"
 func defaultSettings() Settings {
 	return Settings{
 		Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440",
-		Gate: GateSettings{Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*"},
+		Gate:   GateSettings{Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*"},
+		OnLoss: OnLossKeep,
 	}
 }
 
@@ -156,25 +198,14 @@ func (s *Settings) validateGate() []error {
 	if s.Elections == "" {
 		return errs
 	}
-	var names []string
-	for _, e := range s.ElectionSpecs() {
-		names = append(names, e.Name)
-	}
-	switch {
-	case s.Gate.Election == "" && len(names) > 1:
+	if s.Gate.Election == "" && len(s.ElectionSpecs()) > 1 {
+		var names []string
+		for _, e := range s.ElectionSpecs() {
+			names = append(names, e.Name)
+		}
 		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_ELECTION (--gate-election) is required with several elections: one of %s", strings.Join(names, ", ")))
-	case s.Gate.Election != "" && len(names) > 0 && !slices.Contains(names, s.Gate.Election):
-		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_ELECTION=%s (--gate-election): no such election; this pod runs %s", s.Gate.Election, strings.Join(names, ", ")))
 	}
-	return errs
-}
-
-// GateElection is the name of the election the gate follows. Call it on settings LoadSettings accepted.
-func (s Settings) GateElection() string {
-	if s.Gate.Election != "" {
-		return s.Gate.Election
-	}
-	return s.ElectionSpecs()[0].Name
+	return append(errs, checkElectionName(*s, "LEASEGATE_GATE_ELECTION (--gate-election)", s.Gate.Election)...)
 }
 
 // timingSettings names the variable and flag of each timing field, for errors.
@@ -212,6 +243,8 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{"LEASEGATE_GATE_METHODS", "gate-methods", "HTTP methods only the leader may serve, comma-separated", false, stringValue{&s.Gate.Methods}},
 		{"LEASEGATE_GATE_GRPC_METHODS", "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
 		{"LEASEGATE_GATE_ELECTION", "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
+		{"LEASEGATE_ON_LOSS", "on-loss", "when a lease this pod held is lost: keep (report it) or restart (evict this pod through the Eviction API, so it returns as a follower)", false, stringValue{&s.OnLoss}},
+		{"LEASEGATE_ON_LOSS_ELECTION", "on-loss-election", "the election whose loss restarts the pod (the only one when empty)", false, stringValue{&s.OnLossElection}},
 		{"KUBECONFIG", "kubeconfig", "kubeconfig file; in-cluster config when empty", false, stringValue{&s.Kubeconfig}},
 	}
 	fs := flag.NewFlagSet("leasegate-agent", flag.ContinueOnError)

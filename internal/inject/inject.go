@@ -76,6 +76,9 @@ type Status struct {
 	Image   string   `json:"image"`
 	// Gate is the mutation gate, when there is one.
 	Gate *GateStatus `json:"gate,omitempty"`
+	// RestartOnLoss is the lease whose loss makes the pod evict itself (leasegate.io/on-loss: restart):
+	// its service account may evict it, and the webhook lets only the pod itself do so, once it lost it.
+	RestartOnLoss string `json:"restartOnLoss,omitempty"`
 }
 
 // Readiness and start modes (annotations leasegate.io/readiness and leasegate.io/start).
@@ -84,6 +87,8 @@ const (
 	readinessLeader = "leader"
 	startImmediate  = "immediate"
 	startLeader     = "leader"
+	onLossKeep      = "keep"
+	onLossRestart   = "restart"
 )
 
 // Inject decides what happens to pod at admission. An error is a denial: its message is what the user
@@ -136,11 +141,13 @@ type plan struct {
 	elections []election
 	multi     bool
 	// gate is the mutation gate, when the pod asks for one.
-	gate   *gatePlan
-	margin time.Duration
-	native bool
-	port   int32
-	agent  *config.Agent
+	gate *gatePlan
+	// restartOnLoss: the agent evicts the pod when it loses the start election's lease.
+	restartOnLoss bool
+	margin        time.Duration
+	native        bool
+	port          int32
+	agent         *config.Agent
 }
 
 func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
@@ -202,6 +209,20 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 		p.native = true
 	case config.NativeSidecarAuto:
 		p.native = opts.Caps.NativeSidecars
+	}
+	switch v := pod.Annotations[labels.OnLoss]; v {
+	case "", onLossKeep:
+	case onLossRestart:
+		p.restartOnLoss = true
+		if !p.multi && pod.Annotations[labels.Start] == "" {
+			p.elections[0].start = startLeader // restart implies start: leader
+		}
+		if p.startElection() == nil {
+			errs = append(errs, field.Forbidden(annotations.Key(labels.OnLoss),
+				"on-loss: restart brings the pod back as a follower that waits to lead: it needs start: leader (on one election, with several)"))
+		}
+	default:
+		errs = append(errs, field.NotSupported(annotations.Key(labels.OnLoss), v, []string{onLossKeep, onLossRestart}))
 	}
 	if p.startElection() != nil && !p.native {
 		key := labels.Start
@@ -295,6 +316,9 @@ func (p *plan) apply(pod *corev1.Pod) {
 	if p.gate != nil {
 		recorded.Gate = p.gate.status()
 	}
+	if p.restartOnLoss {
+		recorded.RestartOnLoss = p.startElection().lease
+	}
 	if p.multi {
 		for _, e := range p.elections {
 			recorded.Leases = append(recorded.Leases, e.lease)
@@ -369,6 +393,12 @@ func (p *plan) agentEnv() []corev1.EnvVar {
 	env = append(env, corev1.EnvVar{Name: "LEASEGATE_CLOCK_SKEW_MARGIN", Value: p.margin.String()})
 	if !p.multi {
 		env = append(env, corev1.EnvVar{Name: "LEASEGATE_READINESS", Value: p.elections[0].readiness})
+	}
+	if p.restartOnLoss {
+		env = append(env, corev1.EnvVar{Name: "LEASEGATE_ON_LOSS", Value: onLossRestart})
+		if p.multi {
+			env = append(env, corev1.EnvVar{Name: "LEASEGATE_ON_LOSS_ELECTION", Value: p.startElection().name})
+		}
 	}
 	return append(env, corev1.EnvVar{Name: "LEASEGATE_LISTEN", Value: ":" + strconv.Itoa(int(p.port))})
 }

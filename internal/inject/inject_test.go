@@ -59,6 +59,8 @@ var goldenCases = []goldenCase{
 	{input: "gate.yaml"},
 	{input: "gate-elections.yaml"},
 	{input: "gate-invalid.yaml"},
+	{input: "on-loss-restart.yaml"},
+	{input: "on-loss-invalid.yaml"},
 }
 
 const testConfig = "agent:\n  image: registry.example/leasegate-agent:test\n"

@@ -107,14 +107,18 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		return reconcile.Result{}, err
 	}
 	// Terminating pods keep their rights: their agents release the lease on the way out.
-	var accounts []string
+	var accounts, evictable []string
 	for i := range pods.Items {
 		sa := pods.Items[i].Spec.ServiceAccountName
 		if sa == "" {
 			sa = "default"
 		}
 		accounts = append(accounts, sa)
+		if StatusOf(&pods.Items[i]).RestartOnLoss == req.Name {
+			evictable = append(evictable, pods.Items[i].Name)
+		}
 	}
+	slices.Sort(evictable)
 	slices.Sort(accounts)
 	accounts = slices.Compact(accounts)
 
@@ -123,13 +127,13 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		err = p.remove(ctx, req.NamespacedName)
 		provisions.WithLabelValues(resultOf(err, "removed")).Inc()
 	} else {
-		err = p.provision(ctx, req.NamespacedName, accounts)
+		err = p.provision(ctx, req.NamespacedName, accounts, evictable)
 		provisions.WithLabelValues(resultOf(err, "provisioned")).Inc()
 	}
 	return reconcile.Result{}, err
 }
 
-func (p *Provisioner) provision(ctx context.Context, lease types.NamespacedName, accounts []string) error {
+func (p *Provisioner) provision(ctx context.Context, lease types.NamespacedName, accounts, evictable []string) error {
 	managed := map[string]string{labels.Managed: "true"}
 	err := p.Client.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
 		Namespace: lease.Namespace, Name: lease.Name, Labels: managed,
@@ -148,6 +152,13 @@ func (p *Provisioner) provision(ctx context.Context, lease types.NamespacedName,
 			WithResourceNames(lease.Name).
 			WithVerbs("get", "list", "watch", "update", "patch"),
 	)
+	if len(evictable) > 0 {
+		// Pods with on-loss: restart evict themselves: create evictions of exactly these pods, by name.
+		// The service account is shared by the replicas, so the webhook (evictions.leasegate.io) admits a
+		// pod's eviction of itself only, and only once it has lost the lease.
+		role.WithRules(rbacv1ac.PolicyRule().
+			WithAPIGroups("").WithResources("pods/eviction").WithResourceNames(evictable...).WithVerbs("create"))
+	}
 	if err := p.Client.Apply(ctx, role, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return err
 	}
@@ -185,14 +196,18 @@ func (p *Provisioner) remove(ctx context.Context, lease types.NamespacedName) er
 // leasesOf are the leases an injected pod's status annotation records: its lease, or those of its
 // elections.
 func leasesOf(pod *corev1.Pod) []string {
-	var s Status
-	if json.Unmarshal([]byte(pod.Annotations[labels.Status]), &s) != nil {
-		return nil
-	}
+	s := StatusOf(pod)
 	if s.Lease != "" {
 		return []string{s.Lease}
 	}
 	return s.Leases
+}
+
+// StatusOf reads an injected pod's status annotation; the zero Status for any other pod.
+func StatusOf(pod *corev1.Pod) Status {
+	var s Status
+	_ = json.Unmarshal([]byte(pod.Annotations[labels.Status]), &s)
+	return s
 }
 
 func resultOf(err error, success string) string {

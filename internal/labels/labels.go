@@ -25,6 +25,8 @@ const (
 	GateMethods     = "leasegate.io/gate-methods"
 	GateGRPCMethods = "leasegate.io/gate-grpc-methods"
 	GateElection    = "leasegate.io/gate-election"
+	// OnLoss is what a pod does when it loses the lease it held: keep, or restart (evict itself).
+	OnLoss = "leasegate.io/on-loss"
 
 	// Status records what was injected, so that a re-invocation changes nothing.
 	Status = "leasegate.io/status"

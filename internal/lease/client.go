@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"fmt"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Client reads and writes Leases, and nothing else.
+// Client reads and writes Leases, and evicts its own pod (EvictPod), nothing else.
 //
 // It is client-go's REST client with a scheme that knows only coordination.k8s.io/v1. The typed
 // clientset (and resourcelock, which imports it) registers every built-in API type at start-up: about
@@ -75,4 +76,13 @@ func (c *Client) List(ctx context.Context, namespace string, opts metav1.ListOpt
 func (c *Client) Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.rest.Get().Namespace(namespace).Resource("leases").VersionedParams(&opts, c.params).Watch(ctx)
+}
+
+// EvictPod asks the API server to evict a pod through the Eviction API, so PodDisruptionBudgets hold: the
+// agent's own pod, when it lost its lease and is set to restart (leasegate.io/on-loss: restart). It is
+// the one call this client makes outside Leases.
+func (c *Client) EvictPod(ctx context.Context, namespace, pod string) error {
+	body := fmt.Sprintf(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":%q,"namespace":%q}}`, pod, namespace)
+	return c.rest.Post().AbsPath("/api/v1/namespaces", namespace, "pods", pod, "eviction").
+		SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(ctx).Error()
 }

@@ -38,7 +38,9 @@ const (
 	MutatePodsPath      = "/mutate-pods"
 	ValidateGuardedPath = "/validate-guarded"
 	ValidateLeasesPath  = "/validate-leases"
-	ValidateConfigPath  = "/validate-config"
+	// ValidateEvictionsPath admits a pod's eviction of itself after it lost its lease (on-loss: restart).
+	ValidateEvictionsPath = "/validate-evictions"
+	ValidateConfigPath    = "/validate-config"
 )
 
 // Options are leasegate-webhook's flags.
@@ -141,13 +143,14 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return err
 	}
 	fence := &validate.Fence{
-		Leases: leases, Recorder: mgr.GetEventRecorder("leasegate-fence"),
+		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
 		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName,
 	}
 	fence.Follow(store)
 	mgr.GetWebhookServer().Register(ValidateGuardedPath, &webhook.Admission{Handler: fence.Guarded()})
 	mgr.GetWebhookServer().Register(ValidateLeasesPath, &webhook.Admission{Handler: fence.LeaseWrites()})
 	mgr.GetWebhookServer().Register(ValidateConfigPath, &webhook.Admission{Handler: fence.ConfigEdits()})
+	mgr.GetWebhookServer().Register(ValidateEvictionsPath, &webhook.Admission{Handler: fence.Evictions()})
 	if err := (&validate.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,
 	}).SetupWithManager(mgr); err != nil {

@@ -94,6 +94,9 @@ const (
 	TakeUnexpired
 	NotHolder
 	DeleteLease
+	EvictsOther
+	EvictsWhileHolding
+	EvictsSelf
 )
 
 var reasonText = [...]string{
@@ -111,6 +114,9 @@ var reasonText = [...]string{
 	TakeUnexpired:        "the lease is held by another pod and has not expired",
 	NotHolder:            "only the holder may renew or release the lease",
 	DeleteLease:          "pods may not delete a lease",
+	EvictsOther:          "a pod may evict only itself",
+	EvictsWhileHolding:   "the pod still holds its lease: it evicts itself only once it has lost it",
+	EvictsSelf:           "a pod that lost its lease evicts itself",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -120,6 +126,7 @@ var reasonCodes = [...]string{
 	NoPodIdentity: "no_pod_identity", LeaseMissing: "lease_missing", LeaseReleased: "lease_released",
 	LeaseExpired: "lease_expired", HeldByAnother: "held_by_another", HolderFormatMismatch: "holder_format_mismatch", ForeignHolder: "foreign_holder",
 	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
+	EvictsOther: "evicts_other", EvictsWhileHolding: "evicts_while_holding", EvictsSelf: "evicts_self",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -290,5 +297,44 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 		return v
 	}
 	v.Outcome = Denied
+	return v
+}
+
+// Eviction is a request to evict a pod that restarts itself on loss (leasegate.io/on-loss: restart), whose
+// service account may therefore evict it.
+type Eviction struct {
+	Requester *Requester
+	// PodName and PodUID are the pod to evict.
+	PodName, PodUID string
+	// Lease is the lease whose loss restarts it; nil when it does not exist.
+	Lease *coordinationv1.Lease
+}
+
+// DecideEviction admits a pod's eviction of itself once it has lost its lease, and no other eviction from
+// a pod: the replicas share the service account that may evict them, so without this any replica could
+// evict its neighbours, the leader among them. Requesters without a pod identity (people, kubectl drain,
+// controllers) are left to RBAC.
+func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
+	podName, podUID, ok := e.Requester.Pod()
+	if !ok {
+		return Verdict{Reason: NotGated}
+	}
+	v := Verdict{}
+	if e.Lease != nil {
+		v.LeaseNamespace, v.LeaseName = e.Lease.Namespace, e.Lease.Name
+	}
+	if podName != e.PodName || podUID != e.PodUID {
+		v.Reason, v.Outcome = EvictsOther, Denied
+		return v
+	}
+	if e.Lease != nil {
+		j := lease.Judge(&e.Lease.Spec, now, margin)
+		v.Holder = j.Holder
+		if j.State == lease.Held && lease.AgentFormat.Names(j.Holder, podName, podUID) {
+			v.Reason, v.Outcome = EvictsWhileHolding, Denied
+			return v
+		}
+	}
+	v.Reason = EvictsSelf
 	return v
 }

@@ -11,11 +11,14 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -28,7 +31,9 @@ const maxWarning = 120
 // Fence serves the fence's admission webhooks from a Policy compiled from the configuration in force
 // and a cache of the guarded leases.
 type Fence struct {
-	Leases       *LeaseCache
+	Leases *LeaseCache
+	// Cluster reads injected pods and managed Leases from the manager's cache (evictions).
+	Cluster      client.Reader
 	Recorder     events.EventRecorder
 	OwnNamespace string
 	ConfigName   string
@@ -87,6 +92,42 @@ func (f *Fence) LeaseWrites() admission.Handler {
 		v := f.policy.Load().DecideLeaseWrite(requesterOf(&req), old, updated, start)
 		resp := f.respond(&req, v)
 		observe(v, "lease", start)
+		return resp
+	})
+}
+
+// Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction from a
+// pod, for the pods that restart on loss (path /validate-evictions). It reads the pod and its lease from
+// the manager's caches of injected pods and managed Leases: no API call.
+func (f *Fence) Evictions() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		requester := requesterOf(&req)
+		if _, _, ok := requester.Pod(); !ok {
+			return admission.Allowed("not a pod: RBAC decides")
+		}
+		pod := &corev1.Pod{}
+		if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); apierrors.IsNotFound(err) {
+			return admission.Allowed("not a pod leasegate injected")
+		} else if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		leaseName := inject.StatusOf(pod).RestartOnLoss
+		if leaseName == "" {
+			return admission.Allowed("the pod does not restart on loss")
+		}
+		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID), Lease: &coordinationv1.Lease{}}
+		if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: leaseName}, eviction.Lease); apierrors.IsNotFound(err) {
+			eviction.Lease = nil
+		} else if err != nil {
+			return admission.Errored(http.StatusInternalServerError, err)
+		}
+		v := DecideEviction(eviction, start, f.policy.Load().margin)
+		if v.LeaseName == "" {
+			v.LeaseNamespace, v.LeaseName = req.Namespace, leaseName
+		}
+		resp := f.respond(&req, v)
+		observe(v, "eviction", start)
 		return resp
 	})
 }
