@@ -22,6 +22,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -390,6 +391,56 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			g.Expect(next).NotTo(BeElementOf(leader, ""))
 			g.Expect(started()).To(Equal([]string{next}))
 		}).WithTimeout(60 * time.Second).Should(Succeed())
+	})
+
+	It("on-loss: restart: a leader frozen past a takeover is evicted once thawed, and its replacement waits as a follower", func() {
+		deployWorkload(ctx, node, "batch", 2, map[string]string{"leasegate.io/on-loss": "restart"})
+		running := func() (names []string) {
+			for _, p := range listPods(ctx, node, "batch") {
+				for _, c := range p.Status.ContainerStatuses {
+					if c.Name == "batch" && c.State.Running != nil {
+						names = append(names, p.Name)
+					}
+				}
+			}
+			slices.Sort(names)
+			return names
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(listPods(ctx, node, "batch")).To(HaveLen(2))
+			g.Expect(running()).To(Equal([]string{holderPod(ctx, node, "batch")}), "only the leader's app runs (start: leader)")
+		}).WithTimeout(60 * time.Second).Should(Succeed())
+
+		var stopped []time.Duration
+		for range min(*clusterRuns, 5) {
+			leader := getPod(ctx, node, holderPod(ctx, node, "batch"))
+			ids := []string{containerID(leader, agentContainer), containerID(leader, "batch")}
+			w := watchLease(ctx, node, "batch")
+			for _, id := range ids {
+				Expect(node.Freeze(id)).To(Succeed())
+			}
+			change := w.nextHolder(leader.Name + "_" + string(leader.UID))
+			next, _, _ := strings.Cut(change.holder, "_")
+			Eventually(running).WithTimeout(30*time.Second).Should(ContainElement(next), "the new leader's app starts once it leads")
+			for _, id := range ids {
+				Expect(node.Thaw(id)).To(Succeed())
+			}
+			thawed := time.Now()
+			// The thawed leader's app runs again until its agent, seeing the loss, has the pod evicted and
+			// kubelet stops it: measured, as the window the fence covers.
+			Eventually(func() []string { return running() }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+				ShouldNot(ContainElement(leader.Name), "the old leader's app is stopped")
+			stopped = append(stopped, time.Since(thawed))
+			Eventually(func() bool {
+				p, err := node.Client.CoreV1().Pods(app).Get(ctx, leader.Name, metav1.GetOptions{})
+				return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil)
+			}).WithTimeout(30*time.Second).Should(BeTrue(), "the old leader's pod was evicted")
+			Eventually(func(g Gomega) {
+				g.Expect(listPods(ctx, node, "batch")).To(HaveLen(2), "the Deployment replaced the evicted pod")
+				g.Expect(running()).To(Equal([]string{holderPod(ctx, node, "batch")}), "the replacement waits as a follower")
+			}).WithTimeout(60 * time.Second).Should(Succeed())
+		}
+		figures.durations("on-loss: restart: frozen leader thawed -> its app stopped (evicted)", stopped)
 	})
 
 	It("gate: through a Service with a named targetPort, only the lease holder serves mutations, across a deleted and a frozen leader", func() {
