@@ -51,9 +51,11 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 	return &Gate{
 		policy: policy,
 		leader: leader,
-		// FlushInterval -1: streamed responses (server-sent events, gRPC streams, chunked) pass at once.
-		http1:   &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: -1, ErrorHandler: badGateway, BufferPool: buffers},
-		grpc:    &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: -1, ErrorHandler: badGateway, BufferPool: buffers},
+		// FlushInterval 0: a response of known length goes out in one write. Streamed ones (server-sent
+		// events, gRPC, anything without a Content-Length) are flushed as they come: ReverseProxy does so
+		// for them whatever this says.
+		http1:   &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
+		grpc:    &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
 		metrics: newMetrics(registry),
 	}, nil
 }
