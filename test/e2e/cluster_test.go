@@ -18,6 +18,12 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
 	appsv1 "k8s.io/api/apps/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -395,6 +401,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 
 	It("on-loss: restart: a leader frozen past a takeover is evicted once thawed, and its replacement waits as a follower", func() {
 		deployWorkload(ctx, node, "batch", 2, map[string]string{"leasegate.io/on-loss": "restart"})
+		DeferCleanup(removeWorkload, node, "batch") // the specs after this one measure with the load they had
 		running := func() (names []string) {
 			for _, p := range listPods(ctx, node, "batch") {
 				for _, c := range p.Status.ContainerStatuses {
@@ -445,6 +452,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 
 	It("gate: through a Service with a named targetPort, only the lease holder serves mutations, across a deleted and a frozen leader", func() {
 		deployWorkload(ctx, node, "storefront", 3, map[string]string{"leasegate.io/gate": "http"}, "--serve", ":8080")
+		DeferCleanup(removeWorkload, node, "storefront")
 		svc, err := node.Client.CoreV1().Services(app).Create(ctx, &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "storefront"},
 			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "storefront"},
@@ -460,6 +468,47 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			Expect(slice.Ports).To(ConsistOf(HaveField("Port", HaveValue(BeEquivalentTo(agentPort+1)))),
 				"the Service's named targetPort resolves to the gate (the port after the agent's), not the app's 8080")
 		}
+		By("gRPC through the same Service: the leader serves, followers answer UNAVAILABLE naming the holder")
+		// kube-proxy programs a new Service within a second or two; until then its address may still lead
+		// to whatever had it before.
+		Eventually(func() (string, error) {
+			resp, err := http.Get("http://" + svc.Spec.ClusterIP + "/ready")
+			if err != nil {
+				return "", err
+			}
+			resp.Body.Close()
+			return resp.Header.Get("X-Served-By"), nil
+		}).WithTimeout(30*time.Second).Should(HavePrefix("storefront-"), "kube-proxy has programmed the Service")
+		Eventually(func() string { return holderPod(ctx, node, "storefront") }).WithTimeout(30*time.Second).ShouldNot(BeEmpty(), "a leader is elected")
+		var grpcServed, grpcRefused int
+		for grpcServed+grpcRefused < 30 {
+			// A connection per call, so kube-proxy spreads them over every replica.
+			conn, err := grpc.NewClient(svc.Spec.ClusterIP+":80", grpc.WithTransportCredentials(insecure.NewCredentials()))
+			Expect(err).NotTo(HaveOccurred())
+			var header metadata.MD
+			callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			_, err = healthpb.NewHealthClient(conn).Check(callCtx, &healthpb.HealthCheckRequest{}, grpc.Header(&header))
+			cancel()
+			conn.Close()
+			switch status.Code(err) {
+			case codes.OK:
+				Expect(header.Get("x-leader")).To(Equal([]string{"true"}), "a gRPC call served by %v, which did not lead", header.Get("x-served-by"))
+				grpcServed++
+			case codes.Unavailable:
+				if strings.HasPrefix(status.Convert(err).Message(), "connection error") {
+					time.Sleep(100 * time.Millisecond) // the connection, not the gate: try again
+					continue
+				}
+				Expect(status.Convert(err).Message()).To(ContainSubstring("not the leader: lease " + app + "/storefront is held by"))
+				grpcRefused++
+			default:
+				Fail(fmt.Sprintf("gRPC through the gate: %v", err))
+			}
+		}
+		figures.value("gate through a Service, gRPC health Check (30 calls): served by the leader / UNAVAILABLE", fmt.Sprintf("%d / %d", grpcServed, grpcRefused))
+		Expect(grpcServed).To(BeNumerically(">", 0))
+		Expect(grpcRefused).To(BeNumerically(">", 0))
+
 		url := "http://" + svc.Spec.ClusterIP
 		// A new connection per request, so kube-proxy spreads them over every replica.
 		client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
@@ -836,6 +885,16 @@ func deployWorkload(ctx context.Context, node *cluster.Node, name string, replic
 		},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
+}
+
+// removeWorkload deletes what deployWorkload made (and a Service of the same name), so later specs run
+// with the load they were written for.
+func removeWorkload(ctx context.Context, node *cluster.Node, name string) {
+	background := metav1.DeletePropagationBackground
+	err := node.Client.AppsV1().Deployments(app).Delete(ctx, name, metav1.DeleteOptions{PropagationPolicy: &background})
+	Expect(err == nil || apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
+	err = node.Client.CoreV1().Services(app).Delete(ctx, name, metav1.DeleteOptions{})
+	Expect(err == nil || apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 }
 
 func listPodsIn(ctx context.Context, node *cluster.Node, namespace, selector string) []corev1.Pod {

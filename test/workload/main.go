@@ -3,10 +3,10 @@
 // "write <n> allowed" or "write <n> denied: <message>", for the suite to count against the fence's Events
 // and metrics. It leaves deciding who may write to leasegate.
 //
-// With --serve it is instead an HTTP app that knows nothing of leadership: it answers every request, and
-// for each mutation it served asks its agent, at that moment, whether this pod leads, and says so in
-// the response (X-Served-By, X-Leader), for the suite to prove the mutation gate never let a follower
-// serve one.
+// With --serve it is instead an HTTP and gRPC app that knows nothing of leadership: it answers every
+// request, and for each mutation (and each gRPC call) it served asks its agent, at that moment, whether
+// this pod leads, and says so in the response (X-Served-By, X-Leader), for the suite to prove the
+// mutation gate never let a follower serve one.
 package main
 
 import (
@@ -18,8 +18,14 @@ import (
 	"os"
 	"os/signal"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -83,13 +89,26 @@ func serveHTTP(addr, pod, agentURL string) {
 		}
 		return strconv.FormatBool(status.IsLeader)
 	}
-	server := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	// gRPC on the same port (h2c): the standard health service, each answer's header metadata saying
+	// which pod served it and whether it led then.
+	grpcServer := grpc.NewServer(grpc.UnaryInterceptor(func(ctx context.Context, req any, _ *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+		_ = grpc.SetHeader(ctx, metadata.Pairs("x-served-by", pod, "x-leader", leads()))
+		return handler(ctx, req)
+	}))
+	healthpb.RegisterHealthServer(grpcServer, health.NewServer())
+	server := &http.Server{Addr: addr, ReadHeaderTimeout: 5 * time.Second, Protocols: new(http.Protocols), Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasPrefix(r.Header.Get("Content-Type"), "application/grpc") {
+			grpcServer.ServeHTTP(w, r)
+			return
+		}
 		w.Header().Set("X-Served-By", pod)
 		if r.Method != http.MethodGet {
 			w.Header().Set("X-Leader", leads())
 		}
 		fmt.Fprintf(w, "%s served %s %s\n", pod, r.Method, r.URL.Path)
 	})}
+	server.Protocols.SetHTTP1(true)
+	server.Protocols.SetUnencryptedHTTP2(true)
 	go func() {
 		ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 		defer stop()

@@ -24,7 +24,8 @@ import (
 )
 
 // Addresses of the node. Everything stays on this machine: the bridge is the harness's own, pods get
-// routes only to it and to the service range, and nothing is masqueraded.
+// routes only to it and to the service range, the host routes the service range to the bridge, and
+// nothing is masqueraded.
 const (
 	NodeName    = "leasegate-node"
 	bridge      = "lc0"
@@ -117,6 +118,12 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 		return err
 	}
 	if err := run("ip", "link", "set", bridge, "up"); err != nil {
+		return err
+	}
+	// The host reaches Services through kube-proxy's DNAT; a ClusterIP it has not programmed yet must
+	// not follow the host's default route off the machine: the service range goes to the bridge, where
+	// nothing answers for an unprogrammed address. The route goes with the bridge at teardown.
+	if err := run("ip", "route", "add", serviceCIDR, "dev", bridge); err != nil {
 		return err
 	}
 
