@@ -84,8 +84,10 @@ docker-images: ## The same images with a Docker engine, from Dockerfile.webhook 
 	docker build -f Dockerfile.agent --build-arg VERSION=$(TAG) --build-arg REVISION=$$(git rev-parse HEAD) \
 	  --build-arg CREATED=$$(date -u -d @$$(git log -1 --format=%ct) +%Y-%m-%dT%H:%M:%SZ) -t $(IMAGE_REGISTRY)/leasegate-agent:$(TAG) .
 
+# images first: test/release cross-compiles both binaries for two platforms, and doing that cold beside
+# the timing-sensitive e2e specs would load the 2 cores they measure on.
 .PHONY: test
-test: $(CONTROLPLANE_DEP) $(HELM) ## Unit, integration and e2e tests against a real kube-apiserver and etcd (CI runs it, then e2e-cluster).
+test: $(CONTROLPLANE_DEP) $(HELM) images ## Unit, integration and e2e tests against a real kube-apiserver and etcd (CI runs it, then e2e-cluster).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
 
 # As root, `make e2e` runs the real-cluster specs too.
