@@ -95,11 +95,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		a.elections = append(a.elections, e)
 	}
 	if s.OnLoss == OnLossRestart {
-		for _, e := range a.elections {
-			if e.spec.Name == s.electionOrOnly(s.OnLossElection) {
-				a.restarting = e
-			}
-		}
+		a.restarting = a.election(s.OnLossElection)
 	}
 	if a.listener, err = net.Listen("tcp", s.Listen); err != nil {
 		return nil, fmt.Errorf("LEASEGATE_LISTEN=%s: %w", s.Listen, err)
@@ -116,11 +112,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 // newGate builds the mutation gate in front of the app, following the leadership of its election.
 func (a *Agent) newGate() error {
 	s := a.settings.Gate
-	for _, e := range a.elections {
-		if e.spec.Name == a.settings.electionOrOnly(a.settings.Gate.Election) {
-			a.gated = e
-		}
-	}
+	a.gated = a.election(s.Election)
 	policy, err := gate.NewPolicy(s.Methods, s.GRPCMethods)
 	if err != nil {
 		return err
@@ -137,6 +129,20 @@ func (a *Agent) newGate() error {
 	// gate could not read the method.
 	a.gate.Protocols.SetHTTP1(true)
 	a.gate.Protocols.SetUnencryptedHTTP2(true)
+	return nil
+}
+
+// election is the running election of this name, or the only one when name is empty (LoadSettings
+// checked that it exists).
+func (a *Agent) election(name string) *runningElection {
+	if name == "" {
+		return a.elections[0]
+	}
+	for _, e := range a.elections {
+		if e.spec.Name == name {
+			return e
+		}
+	}
 	return nil
 }
 

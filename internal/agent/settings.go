@@ -147,33 +147,35 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	default:
 		errs = append(errs, fmt.Errorf("LEASEGATE_ON_LOSS=%s (--on-loss): must be %s or %s", s.OnLoss, OnLossKeep, OnLossRestart))
 	}
-	if s.OnLossElection != "" {
-		errs = append(errs, checkElectionName(s, "LEASEGATE_ON_LOSS_ELECTION (--on-loss-election)", s.OnLossElection)...)
+	if s.OnLoss == OnLossRestart {
+		errs = append(errs, s.checkElection("LEASEGATE_ON_LOSS_ELECTION", "on-loss-election", s.OnLossElection)...)
 	}
 	return s, errors.Join(errs...)
 }
 
-// checkElectionName reports a setting that names an election the agent does not run.
-func checkElectionName(s Settings, setting, name string) []error {
-	if s.Elections == "" {
-		return nil // ParseElections' own errors are reported already
-	}
+// electionNames are the names of the elections the agent runs.
+func (s Settings) electionNames() []string {
 	var names []string
 	for _, e := range s.ElectionSpecs() {
 		names = append(names, e.Name)
 	}
-	if len(names) > 0 && !slices.Contains(names, name) {
-		return []error{fmt.Errorf("%s=%s: no such election; this pod runs %s", strings.SplitN(setting, " ", 2)[0], name, strings.Join(names, ", "))}
-	}
-	return nil
+	return names
 }
 
-// electionOrOnly is the named election, or the only one.
-func (s Settings) electionOrOnly(name string) string {
-	if name != "" {
-		return name
+// checkElection reports a setting that must name one of several elections and does not: it is empty, or
+// names an election the agent does not run. With one election it may be empty.
+func (s Settings) checkElection(env, flag, name string) []error {
+	if s.Elections == "" {
+		return nil // one election, or ParseElections' own errors are reported already
 	}
-	return s.ElectionSpecs()[0].Name
+	names := s.electionNames()
+	switch {
+	case name == "" && len(names) > 1:
+		return []error{fmt.Errorf("%s (--%s) is required with several elections: one of %s", env, flag, strings.Join(names, ", "))}
+	case name != "" && len(names) > 0 && !slices.Contains(names, name):
+		return []error{fmt.Errorf("%s=%s (--%s): no such election; this pod runs %s", env, name, flag, strings.Join(names, ", "))}
+	}
+	return nil
 }
 
 // DefaultGateListen is where the gate listens unless told otherwise: the port after the agent's.
@@ -195,17 +197,7 @@ func (s *Settings) validateGate() []error {
 	if _, err := gate.NewPolicy(s.Gate.Methods, s.Gate.GRPCMethods); err != nil {
 		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_METHODS (--gate-methods) or LEASEGATE_GATE_GRPC_METHODS (--gate-grpc-methods): %w", err))
 	}
-	if s.Elections == "" {
-		return errs
-	}
-	if s.Gate.Election == "" && len(s.ElectionSpecs()) > 1 {
-		var names []string
-		for _, e := range s.ElectionSpecs() {
-			names = append(names, e.Name)
-		}
-		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_ELECTION (--gate-election) is required with several elections: one of %s", strings.Join(names, ", ")))
-	}
-	return append(errs, checkElectionName(*s, "LEASEGATE_GATE_ELECTION (--gate-election)", s.Gate.Election)...)
+	return append(errs, s.checkElection("LEASEGATE_GATE_ELECTION", "gate-election", s.Gate.Election)...)
 }
 
 // timingSettings names the variable and flag of each timing field, for errors.

@@ -149,6 +149,18 @@ func TestLoadSettings(t *testing.T) {
 			wantErrs: []string{"LEASEGATE_GATE_ELECTION (--gate-election) is required with several elections: one of a, b"},
 		},
 		{
+			name: "on-loss restart with several elections must name an election the pod runs",
+			env: map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_ON_LOSS": "restart", "LEASEGATE_ON_LOSS_ELECTION": "c",
+				"LEASEGATE_ELECTIONS": `[{"name":"a","lease":"a","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"},` +
+					`{"name":"b","lease":"b","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"}]`},
+			wantErrs: []string{"LEASEGATE_ON_LOSS_ELECTION=c (--on-loss-election): no such election; this pod runs a, b"},
+		},
+		{
+			name:     "on-loss must be keep or restart",
+			env:      map[string]string{"LEASEGATE_ON_LOSS": "exit"},
+			wantErrs: []string{"LEASEGATE_ON_LOSS=exit (--on-loss): must be keep or restart"},
+		},
+		{
 			name:     "positional arguments are refused",
 			args:     []string{"run"},
 			wantErrs: []string{`unexpected arguments ["run"]`},

@@ -1,9 +1,11 @@
 package inject
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -64,19 +66,14 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 	case g.protocol != "" && g.protocol != corev1.ProtocolTCP:
 		errs = append(errs, field.Invalid(path.Key(labels.Gate), name, fmt.Sprintf("port %s is %s; the gate proxies HTTP and gRPC over TCP", name, g.protocol)))
 	}
-	methods, grpcMethods := g.methods, g.grpcMethods
-	if methods == "" {
-		methods = "POST"
+	// Each annotation is checked on its own, beside the agent's default for the other, so an error names
+	// the annotation at fault.
+	defaultMethods := strings.Join(gate.DefaultMethods, ",")
+	if _, err := gate.NewPolicy(cmp.Or(g.methods, defaultMethods), "*"); err != nil {
+		errs = append(errs, field.Invalid(path.Key(labels.GateMethods), g.methods, err.Error()))
 	}
-	if grpcMethods == "" {
-		grpcMethods = "*"
-	}
-	if _, err := gate.NewPolicy(methods, grpcMethods); err != nil {
-		key := labels.GateMethods
-		if g.methods == "" {
-			key = labels.GateGRPCMethods
-		}
-		errs = append(errs, field.Invalid(path.Key(key), pod.Annotations[key], err.Error()))
+	if _, err := gate.NewPolicy(defaultMethods, cmp.Or(g.grpcMethods, "*")); err != nil {
+		errs = append(errs, field.Invalid(path.Key(labels.GateGRPCMethods), g.grpcMethods, err.Error()))
 	}
 	var names []string
 	for _, e := range elections {
