@@ -83,6 +83,22 @@ func (p *Proxy) Cut() {
 	p.upstream = nil
 }
 
+// Heal ends a Cut: new connections are forwarded again. The connections the cut silenced are closed,
+// not revived: their upstream side is gone, so once packets flowed again a real client's next segment
+// would meet a reset. Closing them lets a client redial now rather than when its keepalive gives up.
+func (p *Proxy) Heal() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cut {
+		return
+	}
+	p.cut = false
+	for _, c := range p.clients {
+		c.Close()
+	}
+	p.clients = nil
+}
+
 // Close stops the proxy and closes every connection.
 func (p *Proxy) Close() {
 	p.Cut()
