@@ -187,14 +187,18 @@ type NotConfirmedError struct{ Reason string }
 
 func (e *NotConfirmedError) Error() string { return "multicluster: not the global leader: " + e.Reason }
 
-// confirm waits until the status answers written's generation. started is when the write began: the
+// confirm waits until the status confirms written's generation. started is when the write began: the
 // controller confirms with a backend renewal sent after it saw the write, so the term lasts at least
 // ConfirmedFor from started.
+//
+// An answer naming another leader does not end the wait: the controller may win for this candidate a
+// moment later (the other cluster's term ended), and a candidate still waiting takes over at once instead
+// of at its next retry. Only the timeout ends it.
 func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease, started time.Time) error {
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.ConfirmTimeout)
 	defer cancel()
-	status, err := l.awaitAnswer(ctx, written)
-	if err != nil {
+	status, err := l.awaitConfirmation(ctx, written)
+	if status == nil {
 		return &NotConfirmedError{Reason: fmt.Sprintf("the election controller did not answer generation %d within %s (%v)",
 			written.Generation, l.cfg.ConfirmTimeout, err)}
 	}
@@ -216,11 +220,14 @@ func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease,
 	return nil
 }
 
-// awaitAnswer watches the object from written's version until its status has answered written's
-// generation, and returns that status.
-func (l *Lock) awaitAnswer(ctx context.Context, written *v1alpha1.MultiClusterLease) (*v1alpha1.MultiClusterLeaseStatus, error) {
-	if _, decided := written.Status.Confirms(l.cfg.Identity, written.Generation); decided {
-		return &written.Status, nil
+// awaitConfirmation watches the object from written's version until its status confirms written's
+// generation, or ctx ends. It returns the last status that answered that generation (nil if none did).
+func (l *Lock) awaitConfirmation(ctx context.Context, written *v1alpha1.MultiClusterLease) (*v1alpha1.MultiClusterLeaseStatus, error) {
+	var answer *v1alpha1.MultiClusterLeaseStatus
+	if confirmed, decided := written.Status.Confirms(l.cfg.Identity, written.Generation); decided {
+		if answer = &written.Status; confirmed {
+			return answer, nil
+		}
 	}
 	opts := metav1.ListOptions{
 		FieldSelector:   fields.OneTermEqualSelector("metadata.name", l.name).String(),
@@ -229,27 +236,29 @@ func (l *Lock) awaitAnswer(ctx context.Context, written *v1alpha1.MultiClusterLe
 	}
 	w, err := l.client.Get().Namespace(l.namespace).Resource(v1alpha1.Resource).VersionedParams(&opts, l.params).Watch(ctx)
 	if err != nil {
-		return nil, err
+		return answer, err
 	}
 	defer w.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return answer, ctx.Err()
 		case ev, ok := <-w.ResultChan():
 			if !ok {
-				return nil, errors.New("the watch closed")
+				return answer, errors.New("the watch closed")
 			}
 			if ev.Type == watch.Deleted {
-				return nil, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource(v1alpha1.Resource).GroupResource(), l.name)
+				return answer, apierrors.NewNotFound(v1alpha1.GroupVersion.WithResource(v1alpha1.Resource).GroupResource(), l.name)
 			}
 			mcl, isMCL := ev.Object.(*v1alpha1.MultiClusterLease)
 			if !isMCL {
 				continue
 			}
 			l.setCurrent(mcl)
-			if _, decided := mcl.Status.Confirms(l.cfg.Identity, written.Generation); decided {
-				return &mcl.Status, nil
+			if confirmed, decided := mcl.Status.Confirms(l.cfg.Identity, written.Generation); decided {
+				if answer = &mcl.Status; confirmed {
+					return answer, nil
+				}
 			}
 		}
 	}

@@ -46,12 +46,28 @@ func (p *Proxy) forward(client net.Conn) {
 		return // cut: accepted and never answered
 	}
 	server, err := net.Dial("tcp", p.target)
-	if err != nil || !p.track(nil, server) {
+	if err != nil {
+		// The target is down but the path is up: the client hears a reset, as from a host whose process
+		// died, and tries elsewhere.
+		p.closeUnlessCut(client)
+		return
+	}
+	if !p.track(nil, server) {
 		return
 	}
 	go func() { _, _ = io.Copy(server, client) }()
 	_, _ = io.Copy(client, server)
-	// After a cut the client side stays open and silent; Close ends it.
+	// The target closed (it died) or the proxy was cut. After a cut the client side stays open and
+	// silent, and Close ends it; otherwise the client hears the close, as it would directly.
+	p.closeUnlessCut(client)
+}
+
+func (p *Proxy) closeUnlessCut(client net.Conn) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.cut {
+		client.Close()
+	}
 }
 
 func (p *Proxy) track(client, server net.Conn) bool {

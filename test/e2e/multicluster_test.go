@@ -1,0 +1,520 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/go-logr/logr"
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/utils/clock"
+	"k8s.io/utils/ptr"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/leasegate/leasegate/internal/multicluster"
+	mcl "github.com/leasegate/leasegate/pkg/multicluster"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+// The multi-cluster timing: a 5 s lease duration is the backend TTL; candidates renew every 0.5 s and
+// give up after 3 s, so that a retry period plus a renew deadline (3.5 s) fits inside the 4.5 s a
+// confirmed heartbeat lets them act (ConfirmedFor: the TTL less the 10% clock rate error).
+const (
+	mclLeaseDuration = 5 * time.Second
+	mclRenewDeadline = 3 * time.Second
+	mclRetryPeriod   = 500 * time.Millisecond
+	mclNamespace     = "default"
+)
+
+// mclCluster is one member cluster: its own kube-apiserver and etcd (envtest), its election controller
+// in this process with a clock the spec may skew, and a TCP proxy per global etcd member, so that the
+// controller's path to the global backend can be cut.
+type mclCluster struct {
+	name    string
+	plane   *framework.ControlPlane
+	proxies []*framework.Proxy
+	client  client.Client
+
+	stopController context.CancelFunc
+	controllerDone chan struct{}
+}
+
+// mclCandidate is one replica running client-go's leader elector with the library's lock. acting is true
+// from OnStartedLeading until its context ends: what a controller built on client-go believes.
+type mclCandidate struct {
+	cluster *mclCluster
+	id      string
+	lock    *crashableLock
+	acting  atomic.Bool
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, func() {
+	var (
+		etcd *framework.EtcdCluster
+		a, b *mclCluster
+	)
+
+	BeforeAll(func(ctx SpecContext) {
+		// client-go's request logging goes through controller-runtime's logger in this process.
+		ctrl.SetLogger(logr.Discard())
+		dir := GinkgoT().TempDir()
+		By("starting a three-member etcd cluster with TLS as the global backend")
+		var err error
+		etcd, err = framework.StartEtcdCluster(filepath.Join(dir, "global-etcd"), 3)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(etcd.Stop)
+
+		By("starting two clusters, each with its own control plane and election controller")
+		for _, name := range []string{"a", "b"} {
+			c := &mclCluster{name: name}
+			c.plane, err = framework.StartControlPlane(filepath.Join(framework.RepoRoot(), "config", "crd"))
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(c.plane.Stop)
+			for i := range 3 {
+				p, err := framework.StartProxy(etcd.Member(i).ClientAddr)
+				Expect(err).NotTo(HaveOccurred())
+				DeferCleanup(p.Close)
+				c.proxies = append(c.proxies, p)
+			}
+			c.client, err = client.New(c.plane.Config, client.Options{Scheme: mclScheme()})
+			Expect(err).NotTo(HaveOccurred())
+			c.startController(etcd, clock.RealClock{})
+			DeferCleanup(c.stop)
+			if name == "a" {
+				a = c
+			} else {
+				b = c
+			}
+		}
+	})
+
+	It("elects one global leader among three candidates in A and two in B, and every view agrees", func(ctx SpecContext) {
+		candidates := startCandidates(a, 3, b, 2)
+		DeferCleanup(stopAll, candidates)
+		leader := eventuallySoleLeader(candidates, 15*time.Second)
+
+		By("both clusters' status naming the same holder and term, and only the leader's cluster letting it act")
+		Eventually(func(g Gomega) {
+			sa, sb := a.status(ctx, g), b.status(ctx, g)
+			g.Expect(sa.GlobalHolder).To(Equal(leader.id))
+			g.Expect(sb.GlobalHolder).To(Equal(leader.id))
+			g.Expect(sa.FencingToken).To(Equal(sb.FencingToken))
+			g.Expect(sa.HolderCluster).To(Equal(leader.cluster.name))
+			for _, c := range []*mclCluster{a, b} {
+				s := c.status(ctx, g)
+				if c == leader.cluster {
+					g.Expect(s.LocalLeader(time.Now())).To(Equal(leader.id))
+				} else {
+					g.Expect(s.ValidUntil).To(BeNil())
+					g.Expect(s.LocalLeader(time.Now())).To(BeEmpty())
+				}
+			}
+		}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
+
+		By("every candidate's view agreeing for two more seconds")
+		Consistently(func() []string { return actingIDs(candidates) }, 2*time.Second, 20*time.Millisecond).Should(Equal([]string{leader.id}))
+	})
+
+	It("hands over across clusters in under a second when the leader releases, and takes over after a crash within the TTL plus 2 s", func(ctx SpecContext) {
+		candidates := startCandidates(a, 1, b, 1)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		tokens := &tokenWatch{}
+
+		leader := eventuallySoleLeader(candidates, 15*time.Second)
+		tokens.observe(ctx, a, b)
+		other := otherThan(candidates, leader)
+
+		By("the leader releasing (SIGTERM: ReleaseOnCancel)")
+		released := time.Now()
+		leader.stop(true)
+		Eventually(other.acting.Load, 5*time.Second, 5*time.Millisecond).Should(BeTrue())
+		handover := time.Since(released)
+		AddReportEntry("multicluster graceful handover", handover.String())
+		Expect(handover).To(BeNumerically("<", time.Second))
+		tokens.observe(ctx, a, b)
+
+		By("the new leader crashing (no release)")
+		restarted := startCandidate(leader.cluster, leader.id+"-2")
+		DeferCleanup(restarted.stop, false)
+		Eventually(func() bool { return restarted.standing(ctx) }, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
+		crashed := time.Now()
+		other.stop(false)
+		Eventually(restarted.acting.Load, mclLeaseDuration+5*time.Second, 10*time.Millisecond).Should(BeTrue())
+		takeover := time.Since(crashed)
+		AddReportEntry("multicluster crash takeover", takeover.String())
+		Expect(takeover).To(BeNumerically("<", mclLeaseDuration+2*time.Second))
+		tokens.observe(ctx, a, b)
+		Expect(monitor.overlaps()).To(BeEmpty())
+	})
+
+	It("stops A's leader before B can win when A's controller is cut off from etcd, and A follows once healed", func(ctx SpecContext) {
+		candidates := startCandidates(a, 1, b, 1)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		leader := eventuallySoleLeader(candidates, 15*time.Second)
+		cut, other := leader.cluster, otherThan(candidates, leader)
+
+		By("black-holing " + cut.name + "'s path to every etcd member")
+		partitioned := time.Now()
+		cut.partition()
+		DeferCleanup(cut.heal)
+		Eventually(leader.acting.Load, mclLeaseDuration, 10*time.Millisecond).Should(BeFalse())
+		stepDown := time.Since(partitioned)
+		Eventually(other.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
+		takeover := time.Since(partitioned)
+		AddReportEntry("multicluster partition", fmt.Sprintf("step-down after %s, other cluster leads after %s (margin %s)", stepDown, takeover, takeover-stepDown))
+		Expect(stepDown).To(BeNumerically("<", takeover))
+		Expect(monitor.overlaps()).To(BeEmpty())
+
+		By("healing: the cut cluster follows the new leader")
+		cut.heal()
+		Eventually(func(g Gomega) {
+			g.Expect(cut.status(ctx, g).GlobalHolder).To(Equal(other.id))
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		Consistently(leader.acting.Load, 2*time.Second, 20*time.Millisecond).Should(BeFalse())
+	})
+
+	It("keeps its leader when an etcd member dies, and never has two when the etcd leader dies", func(ctx SpecContext) {
+		candidates := startCandidates(a, 1, b, 1)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		leader := eventuallySoleLeader(candidates, 15*time.Second)
+
+		etcdLeader, err := etcd.LeaderIndex(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		follower := (etcdLeader + 1) % 3
+		By(fmt.Sprintf("killing etcd member %d, a follower", follower))
+		Expect(etcd.Kill(follower)).To(Succeed())
+		Consistently(actingIDs, 3*time.Second, 20*time.Millisecond).WithArguments(candidates).Should(Equal([]string{leader.id}))
+		Expect(etcd.Restart(follower)).To(Succeed())
+
+		By("killing the etcd leader")
+		etcdLeader, err = etcd.LeaderIndex(ctx)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(etcd.Kill(etcdLeader)).To(Succeed())
+		DeferCleanup(func() { _ = etcd.Restart(etcdLeader) })
+		killed := time.Now()
+		Consistently(func() int { return len(actingIDs(candidates)) }, 3*time.Second, 20*time.Millisecond).Should(BeNumerically("<=", 1))
+		Eventually(func() []string { return actingIDs(candidates) }, 3*mclLeaseDuration, 20*time.Millisecond).Should(HaveLen(1))
+		AddReportEntry("multicluster etcd leader killed", fmt.Sprintf("a global leader acting again %s after the kill", time.Since(killed)))
+		Expect(monitor.overlaps()).To(BeEmpty())
+		Expect(etcd.Restart(etcdLeader)).To(Succeed())
+	})
+
+	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {
+		b.stop()
+		b.startController(etcd, &skewedClock{start: time.Now(), offset: time.Hour, rate: 1.1})
+		a.stop()
+		a.startController(etcd, &skewedClock{start: time.Now(), offset: -time.Minute, rate: 0.9})
+		DeferCleanup(func() {
+			a.stop()
+			a.startController(etcd, clock.RealClock{})
+			b.stop()
+			b.startController(etcd, clock.RealClock{})
+		})
+		candidates := startCandidates(a, 1, b, 1)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		for round := range 2 {
+			leader := eventuallySoleLeader(candidates, 15*time.Second)
+			By(fmt.Sprintf("round %d: cutting %s's controller off from etcd", round, leader.cluster.name))
+			leader.cluster.partition()
+			Eventually(otherThan(candidates, leader).acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
+			leader.cluster.heal()
+		}
+		Expect(monitor.overlaps()).To(BeEmpty())
+	})
+})
+
+func mclScheme() *runtime.Scheme {
+	scheme := runtime.NewScheme()
+	Expect(corev1.AddToScheme(scheme)).To(Succeed())
+	Expect(v1alpha1.AddToScheme(scheme)).To(Succeed())
+	return scheme
+}
+
+// startController runs the cluster's election controller, reaching etcd through the cluster's proxies.
+func (c *mclCluster) startController(etcd *framework.EtcdCluster, clk clock.PassiveClock) {
+	endpoints := make([]string, len(c.proxies))
+	for i, p := range c.proxies {
+		endpoints[i] = "https://" + p.Addr
+	}
+	etcdClient, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: etcd.TLS(), DialTimeout: 2 * time.Second})
+	Expect(err).NotTo(HaveOccurred())
+	mgr, err := ctrl.NewManager(c.plane.Config, ctrl.Options{
+		Scheme:  mclScheme(),
+		Metrics: metricsserver.Options{BindAddress: "0"},
+		Logger:  logr.Discard(),
+		// Two clusters' controllers, and their restarts, live in this one process.
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	log := GinkgoLogr.WithName("controller-" + c.name)
+	Expect((&multicluster.Controller{
+		Client:          mgr.GetClient(),
+		Backend:         &multicluster.Etcd{Client: etcdClient, Log: log},
+		Cluster:         c.name,
+		ClockSkewMargin: 500 * time.Millisecond,
+		Clock:           clk,
+		Log:             log,
+	}).SetupWithManager(mgr)).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	c.stopController, c.controllerDone = cancel, make(chan struct{})
+	go func() {
+		defer GinkgoRecover()
+		defer close(c.controllerDone)
+		defer etcdClient.Close()
+		Expect(mgr.Start(ctx)).To(Succeed())
+	}()
+}
+
+func (c *mclCluster) stop() {
+	if c.stopController != nil {
+		c.stopController()
+		<-c.controllerDone
+		c.stopController = nil
+	}
+}
+
+func (c *mclCluster) partition() {
+	for _, p := range c.proxies {
+		p.Cut()
+	}
+}
+
+func (c *mclCluster) heal() {
+	for _, p := range c.proxies {
+		p.Heal()
+	}
+}
+
+func (c *mclCluster) status(ctx context.Context, g Gomega) v1alpha1.MultiClusterLeaseStatus {
+	obj := &v1alpha1.MultiClusterLease{}
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: mclNamespace, Name: currentElection}, obj)).To(Succeed())
+	return obj.Status
+}
+
+// currentElection is the MultiClusterLease of the running spec: each spec elects on its own, so that no
+// spec inherits a term from the one before.
+var currentElection string
+var elections atomic.Int32
+
+// startCandidates starts inA candidates in cluster a and inB in cluster b on a new election.
+func startCandidates(a *mclCluster, inA int, b *mclCluster, inB int) []*mclCandidate {
+	currentElection = fmt.Sprintf("orders-%d", elections.Add(1))
+	var candidates []*mclCandidate
+	for i := range inA {
+		candidates = append(candidates, startCandidate(a, fmt.Sprintf("a-%d", i)))
+	}
+	for i := range inB {
+		candidates = append(candidates, startCandidate(b, fmt.Sprintf("b-%d", i)))
+	}
+	return candidates
+}
+
+func startCandidate(c *mclCluster, id string) *mclCandidate {
+	lock, err := mcl.NewLock(rest.CopyConfig(c.plane.Config), mclNamespace, currentElection, mcl.LockConfig{
+		Identity: id, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	ctx, cancel := context.WithCancel(context.Background())
+	cand := &mclCandidate{cluster: c, id: id, lock: &crashableLock{Lock: lock}, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(cand.done)
+		for ctx.Err() == nil {
+			elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+				Lock: cand.lock, LeaseDuration: mclLeaseDuration, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod,
+				ReleaseOnCancel: true,
+				Callbacks: leaderelection.LeaderCallbacks{
+					OnStartedLeading: func(leading context.Context) {
+						cand.acting.Store(true)
+						<-leading.Done()
+						cand.acting.Store(false)
+					},
+					OnStoppedLeading: func() { cand.acting.Store(false) },
+				},
+			})
+			if err != nil {
+				return
+			}
+			elector.Run(ctx) // returns when leadership is lost or ctx ends; a lost leader stands again
+		}
+	}()
+	return cand
+}
+
+// stop ends the candidate: released (a SIGTERM) or not (a crash: it just stops renewing).
+func (c *mclCandidate) stop(release bool) {
+	if !release {
+		c.lock.crashed.Store(true)
+	}
+	c.cancel()
+	<-c.done
+}
+
+// standing reports whether the candidate holds its cluster's local election (spec), so is the one its
+// controller campaigns for.
+func (c *mclCandidate) standing(ctx context.Context) bool {
+	obj := &v1alpha1.MultiClusterLease{}
+	if err := c.cluster.client.Get(ctx, client.ObjectKey{Namespace: mclNamespace, Name: currentElection}, obj); err != nil {
+		return false
+	}
+	return obj.Spec.HolderIdentity != nil && *obj.Spec.HolderIdentity == c.id
+}
+
+func stopAll(candidates []*mclCandidate) {
+	for _, c := range candidates {
+		select {
+		case <-c.done:
+		default:
+			c.stop(true)
+		}
+	}
+}
+
+func actingIDs(candidates []*mclCandidate) []string {
+	var ids []string
+	for _, c := range candidates {
+		if c.acting.Load() {
+			ids = append(ids, c.id)
+		}
+	}
+	sort.Strings(ids)
+	return ids
+}
+
+func eventuallySoleLeader(candidates []*mclCandidate, timeout time.Duration) *mclCandidate {
+	var leader *mclCandidate
+	Eventually(func(g Gomega) {
+		ids := actingIDs(candidates)
+		g.Expect(ids).To(HaveLen(1))
+		for _, c := range candidates {
+			if c.id == ids[0] {
+				leader = c
+			}
+		}
+	}, timeout, 20*time.Millisecond).Should(Succeed())
+	return leader
+}
+
+func otherThan(candidates []*mclCandidate, leader *mclCandidate) *mclCandidate {
+	for _, c := range candidates {
+		if c.cluster != leader.cluster {
+			return c
+		}
+	}
+	Fail("no candidate in another cluster")
+	return nil
+}
+
+// twoLeaders samples every 20 ms whether more than one candidate acts, across clusters.
+type twoLeaders struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	seen   []string
+}
+
+func watchForTwoLeaders(candidates []*mclCandidate) *twoLeaders {
+	ctx, cancel := context.WithCancel(context.Background())
+	m := &twoLeaders{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		ticker := time.NewTicker(20 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+				if ids := actingIDs(candidates); len(ids) > 1 {
+					m.mu.Lock()
+					m.seen = append(m.seen, fmt.Sprintf("%s: %v", time.Now().Format(time.StampMilli), ids))
+					m.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return m
+}
+
+func (m *twoLeaders) stop() { m.cancel(); <-m.done }
+
+func (m *twoLeaders) overlaps() []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return slices.Clone(m.seen)
+}
+
+// tokenWatch checks that the fencing token only grows, in every cluster's status.
+type tokenWatch struct{ last int64 }
+
+func (t *tokenWatch) observe(ctx context.Context, clusters ...*mclCluster) {
+	for _, c := range clusters {
+		Eventually(func(g Gomega) {
+			token := c.status(ctx, g).FencingToken
+			g.Expect(token).To(BeNumerically(">=", t.last))
+			t.last = token
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+	}
+}
+
+// skewedClock runs offset from true time and at rate times its speed, as a badly kept clock does.
+type skewedClock struct {
+	start  time.Time
+	offset time.Duration
+	rate   float64
+}
+
+func (c *skewedClock) Now() time.Time {
+	return c.start.Add(c.offset + time.Duration(float64(time.Since(c.start))*c.rate))
+}
+
+func (c *skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
+
+// crashableLock is the library's lock in a process that can crash: once crashed, nothing it would write
+// reaches the API server, the elector's release on cancel included.
+type crashableLock struct {
+	*mcl.Lock
+	crashed atomic.Bool
+}
+
+var errCrashed = errors.New("crashed")
+
+func (l *crashableLock) Create(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if l.crashed.Load() {
+		return errCrashed
+	}
+	return l.Lock.Create(ctx, ler)
+}
+
+func (l *crashableLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
+	if l.crashed.Load() {
+		return errCrashed
+	}
+	return l.Lock.Update(ctx, ler)
+}
