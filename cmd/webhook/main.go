@@ -4,6 +4,7 @@ package main
 import (
 	"flag"
 	"os"
+	"strings"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -23,6 +24,12 @@ func main() {
 	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve /metrics over TLS with the webhook's certificate, only to callers the API server authorizes for GET /metrics (false: plain HTTP, open)")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", true, "elect a leader among replicas for the background controllers (webhooks are served by every replica)")
 	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "serve webhooks and metrics over HTTP/2 as well")
+	flag.StringVar(&opts.MultiCluster.ClusterName, "multicluster-cluster-name", "", "this cluster's name among the clusters electing through MultiClusterLeases; set, it runs the multi-cluster election controller")
+	flag.Func("multicluster-etcd-endpoints", "comma-separated https:// client URLs of the global etcd", func(v string) error {
+		opts.MultiCluster.EtcdEndpoints = strings.Split(v, ",")
+		return nil
+	})
+	flag.StringVar(&opts.MultiCluster.EtcdCertDir, "multicluster-etcd-cert-dir", "/etc/leasegate/multicluster-etcd", "directory holding the global etcd's ca.crt and this cluster's client tls.crt and tls.key")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -134,6 +134,7 @@ guards:
   enforcement: block
 - name: billing
   lease: billing
+  leaseKind: MulticlusterLease
   resources: []
   holderFormat: "{pod}-{any}"
 - name: billing
@@ -149,6 +150,7 @@ guards:
 				`guards[0].resources[0].operations[0]: Unsupported value: "PATCH": supported values: "CREATE", "UPDATE", "DELETE", "CONNECT"`,
 				`guards[0].namespaces[0]: Invalid value: "Shop"`,
 				`guards[0].enforcement: Unsupported value: "block": supported values: "deny", "warn", "dryrun"`,
+				`guards[1].leaseKind: Unsupported value: "MulticlusterLease": supported values: "Lease", "MultiClusterLease"`,
 				`guards[1].resources: Required value: a guard fences at least one resource`,
 				`guards[1].holderFormat: Invalid value: "{pod}-{any}": ambiguous: with only "-" between {pod} and {any}, pod "web" would hold the lease of pod "web-1"; separate them with a character no pod name has, such as '_', or use {uid}`,
 				`guards[2].holderFormat: Invalid value: "cert-manger": neither a preset (cert-manager, client-go, leasegate-agent, pod-name) nor a template with {pod}`,

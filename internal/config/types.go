@@ -51,6 +51,9 @@ type Guard struct {
 	Name string `json:"name"`
 	// Lease is "<name>", in the namespace of the request, or "<namespace>/<name>".
 	Lease string `json:"lease"`
+	// LeaseKind is Lease (default: a coordination.k8s.io/v1 Lease) or MultiClusterLease: then a write
+	// passes only from the pod this cluster's status names as global leader, before its validUntil.
+	LeaseKind string `json:"leaseKind,omitempty"`
 	// ServiceAccounts are the requesters this guard gates, as "<name>" (any namespace) or
 	// "<namespace>/<name>". Empty: every service account. Users that are not service accounts (people)
 	// are never gated; exempt them from RBAC instead.
@@ -67,6 +70,12 @@ type Guard struct {
 	// "{pod}_{uid}" on leases leasegate manages, client-go's "{pod}_{any}" on others.
 	HolderFormat string `json:"holderFormat,omitempty"`
 }
+
+// Kinds of lease a guard names.
+const (
+	LeaseKindLease             = "Lease"
+	LeaseKindMultiClusterLease = "MultiClusterLease"
+)
 
 // GuardedResource is a group, some of its resources, and the operations on them.
 type GuardedResource struct {

@@ -65,6 +65,11 @@ func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
 		}
 		names[g.Name] = true
 		errs = append(errs, validateQualifiedName(g.Lease, p.Child("lease"), true)...)
+		switch g.LeaseKind {
+		case "", LeaseKindLease, LeaseKindMultiClusterLease:
+		default:
+			errs = append(errs, field.NotSupported(p.Child("leaseKind"), g.LeaseKind, []string{LeaseKindLease, LeaseKindMultiClusterLease}))
+		}
 		for j, sa := range g.ServiceAccounts {
 			errs = append(errs, validateQualifiedName(sa, p.Child("serviceAccounts").Index(j), false)...)
 		}

@@ -18,7 +18,9 @@ import (
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -30,6 +32,8 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/multicluster"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/internal/validate"
 )
 
@@ -57,6 +61,8 @@ type Options struct {
 	MetricsSecure bool
 	LeaderElect   bool
 	EnableHTTP2   bool
+	// MultiCluster runs the MultiClusterLease election controller when its cluster name is set.
+	MultiCluster multicluster.Options
 }
 
 // metricsOptions serves /metrics as kubebuilder's secure default does when opts.MetricsSecure: over TLS,
@@ -89,7 +95,12 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		// the API server speaks HTTP/1.1 to webhooks just as well.
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	scheme := runtime.NewScheme()
+	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
+		Scheme:                        scheme,
 		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.CertDir, TLSOpts: tlsOpts}),
 		Metrics:                       metricsOptions(opts, tlsOpts),
 		HealthProbeBindAddress:        opts.HealthProbeAddress,
@@ -139,6 +150,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return err
 	}
 	leases := validate.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
+	leases.MultiClusterLeases = mgr.GetCache()
 	if err := mgr.Add(leases); err != nil {
 		return err
 	}
@@ -155,6 +167,21 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,
 	}).SetupWithManager(mgr); err != nil {
 		return err
+	}
+
+	if opts.MultiCluster.Enabled() {
+		etcd, err := opts.MultiCluster.EtcdClient()
+		if err != nil {
+			return fmt.Errorf("setting up the multi-cluster election controller: %w", err)
+		}
+		defer etcd.Close()
+		log := ctrl.Log.WithName("multicluster")
+		if err := (&multicluster.Controller{
+			Client: mgr.GetClient(), Backend: &multicluster.Etcd{Client: etcd, Log: log},
+			Cluster: opts.MultiCluster.ClusterName, ClockSkewMargin: initial.Election.ClockSkewMargin.Duration, Log: log,
+		}).SetupWithManager(mgr); err != nil {
+			return fmt.Errorf("setting up the multi-cluster election controller: %w", err)
+		}
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {

@@ -11,6 +11,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // Extras that the API server adds to the user info of a pod-bound service account token.
@@ -97,6 +98,7 @@ const (
 	EvictsOther
 	EvictsWhileHolding
 	EvictsSelf
+	GlobalLeaderElsewhere
 )
 
 var reasonText = [...]string{
@@ -117,6 +119,7 @@ var reasonText = [...]string{
 	EvictsOther:          "a pod may evict only itself",
 	EvictsWhileHolding:   "the pod still holds its lease: it evicts itself only once it has lost it",
 	EvictsSelf:           "a pod that lost its lease evicts itself",
+	GlobalLeaderElsewhere: "no pod of this cluster leads the MultiClusterLease now (the global leader is elsewhere, or its term here is unconfirmed or past validUntil)",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -127,6 +130,7 @@ var reasonCodes = [...]string{
 	LeaseExpired: "lease_expired", HeldByAnother: "held_by_another", HolderFormatMismatch: "holder_format_mismatch", ForeignHolder: "foreign_holder",
 	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
 	EvictsOther: "evicts_other", EvictsWhileHolding: "evicts_while_holding", EvictsSelf: "evicts_self",
+	GlobalLeaderElsewhere: "global_leader_elsewhere",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -160,6 +164,8 @@ type Request struct {
 // LeaseGetter reads guarded leases from a cache.
 type LeaseGetter interface {
 	Get(namespace, name string) (*coordinationv1.Lease, bool)
+	// MultiClusterLease reads a guarded MultiClusterLease.
+	MultiClusterLease(namespace, name string) (*v1alpha1.MultiClusterLease, bool)
 }
 
 // Decide says whether the write may pass: it must come from the holder of the lease of every guard that
@@ -198,6 +204,9 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 		v.Reason, v.Outcome = NoPodIdentity, outcomeOf(p.missingIdentity)
 		return v
 	}
+	if g.multiCluster {
+		return p.decideMultiCluster(g, v, podName, podUID, leases, now)
+	}
 	l, found := leases.Get(v.LeaseNamespace, v.LeaseName)
 	if !found {
 		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
@@ -221,6 +230,37 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 		// Likely the requester itself, written in a format the guard does not read: say so, or the
 		// guard's author would see the leader fenced for no visible reason.
 		v.Reason, v.HolderFormat = HolderFormatMismatch, format.String()
+	default:
+		v.Reason = HeldByAnother
+	}
+	v.Outcome = outcomeOf(g.enforcement)
+	return v
+}
+
+// decideMultiCluster admits a write only from the pod that this cluster's MultiClusterLease status names
+// as global leader, before its validUntil (v1alpha1's LocalLeader, the judgement the candidates use).
+// Once another cluster's candidate has won, this cluster's old leader is refused by its own API server:
+// its validUntil passes before the other cluster can win, whether or not this cluster heard of it.
+func (p *Policy) decideMultiCluster(g *guard, v Verdict, podName, podUID string, leases LeaseGetter, now time.Time) Verdict {
+	m, found := leases.MultiClusterLease(v.LeaseNamespace, v.LeaseName)
+	if !found {
+		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
+		return v
+	}
+	v.Holder = m.Status.GlobalHolder
+	if m.Status.HolderCluster != "" {
+		v.Holder += " of cluster " + m.Status.HolderCluster
+	}
+	format := g.holderFormat
+	if format == nil {
+		format = lease.ClientGoFormat
+	}
+	switch holder := m.Status.LocalLeader(now); {
+	case holder == "":
+		v.Reason = GlobalLeaderElsewhere
+	case format.Names(holder, podName, podUID):
+		v.Reason = HoldsLease
+		return v
 	default:
 		v.Reason = HeldByAnother
 	}

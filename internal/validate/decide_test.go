@@ -11,6 +11,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
@@ -50,6 +51,20 @@ func testPolicy(t testing.TB, extra string) *Policy {
 type leaseMap map[namespacedName]*coordinationv1.Lease
 
 func (m leaseMap) Get(namespace, name string) (*coordinationv1.Lease, bool) {
+	l, ok := m[namespacedName{namespace, name}]
+	return l, ok
+}
+
+func (m leaseMap) MultiClusterLease(string, string) (*v1alpha1.MultiClusterLease, bool) {
+	return nil, false
+}
+
+// multiClusterLeases is a fixed set of MultiClusterLeases (and no Leases), standing in for the cache.
+type multiClusterLeases map[namespacedName]*v1alpha1.MultiClusterLease
+
+func (m multiClusterLeases) Get(string, string) (*coordinationv1.Lease, bool) { return nil, false }
+
+func (m multiClusterLeases) MultiClusterLease(namespace, name string) (*v1alpha1.MultiClusterLease, bool) {
 	l, ok := m[namespacedName{namespace, name}]
 	return l, ok
 }
@@ -207,6 +222,52 @@ func TestDecideHolderFormats(t *testing.T) {
 			Verdict{Outcome: Denied, Reason: HolderFormatMismatch, Guard: "default-format", LeaseNamespace: "ops", LeaseName: "cert-manager-default", Holder: "ctrl-0-external-cert-manager-controller", HolderFormat: "client-go"}},
 	}
 	runDecide(t, p, holderFormatLeases, tests)
+}
+
+func TestDecideMultiClusterLease(t *testing.T) {
+	cfg, err := config.Load([]byte(`
+guards:
+- name: orders
+  lease: orders
+  leaseKind: MultiClusterLease
+  holderFormat: pod-name
+  resources: [{group: apps, resources: [deployments]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	status := func(holder, cluster string, validFor time.Duration) *v1alpha1.MultiClusterLease {
+		m := &v1alpha1.MultiClusterLease{Status: v1alpha1.MultiClusterLeaseStatus{GlobalHolder: holder, HolderCluster: cluster, FencingToken: 7}}
+		if validFor != 0 {
+			m.Status.ValidUntil = &metav1.MicroTime{Time: now.Add(validFor)}
+		}
+		return m
+	}
+	mcls := multiClusterLeases{
+		{"here", "orders"}:      status("orders-a", "a", time.Second),
+		{"stale", "orders"}:     status("orders-a", "a", -time.Millisecond),
+		{"elsewhere", "orders"}: status("orders-b", "b", 0),
+	}
+	verdict := func(ns string, outcome Outcome, reason Reason, holder string) Verdict {
+		return Verdict{Outcome: outcome, Reason: reason, Guard: "orders", LeaseNamespace: ns, LeaseName: "orders", Holder: holder}
+	}
+	tests := []decideCase{
+		{"the local global leader passes before validUntil", pod("here", "orders", "orders-a", "u"), "UPDATE", "apps", "deployments", "here",
+			verdict("here", Allowed, HoldsLease, "orders-a of cluster a")},
+		{"a local follower is denied, naming the global leader", pod("here", "orders", "orders-c", "u"), "UPDATE", "apps", "deployments", "here",
+			verdict("here", Denied, HeldByAnother, "orders-a of cluster a")},
+		{"the global leader is denied once validUntil passed, even if status still names it", pod("stale", "orders", "orders-a", "u"), "UPDATE", "apps", "deployments", "stale",
+			verdict("stale", Denied, GlobalLeaderElsewhere, "orders-a of cluster a")},
+		{"this cluster's old leader is denied once another cluster's candidate won, naming it", pod("elsewhere", "orders", "orders-a", "u"), "UPDATE", "apps", "deployments", "elsewhere",
+			verdict("elsewhere", Denied, GlobalLeaderElsewhere, "orders-b of cluster b")},
+		{"a missing MultiClusterLease is held by nobody", pod("nowhere", "orders", "orders-a", "u"), "UPDATE", "apps", "deployments", "nowhere",
+			verdict("nowhere", Denied, LeaseMissing, "")},
+	}
+	runDecide(t, p, mcls, tests)
+	if len(p.LeaseRefs) != 0 || !p.MultiCluster {
+		t.Errorf("a MultiClusterLease guard must not start a Lease informer: LeaseRefs %v, MultiCluster %v", p.LeaseRefs, p.MultiCluster)
+	}
 }
 
 func TestDecideMissingPodIdentityModes(t *testing.T) {

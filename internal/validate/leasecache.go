@@ -7,12 +7,16 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // LeaseCache holds the guarded leases, and only those: one informer per lease the guards name, filtered by
@@ -21,6 +25,9 @@ import (
 type LeaseCache struct {
 	client kubernetes.Interface
 	log    logr.Logger
+	// MultiClusterLeases reads the MultiClusterLeases guards name: the manager's cache, whose informer
+	// starts with the first such guard's first request. Nil: no MultiClusterLease is ever found.
+	MultiClusterLeases client.Reader
 
 	mu       sync.RWMutex
 	leases   map[namespacedName]*coordinationv1.Lease
@@ -55,6 +62,24 @@ func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
 	l, ok = c.leases[namespacedName{namespace, name}]
 	c.mu.RUnlock()
 	return l, ok
+}
+
+// MultiClusterLease returns the cached MultiClusterLease. A lookup copies the object (the manager's
+// cache hands out copies); unlike a Lease guard's, a MultiClusterLease guard's decision allocates.
+func (c *LeaseCache) MultiClusterLease(namespace, name string) (*v1alpha1.MultiClusterLease, bool) {
+	if c.MultiClusterLeases == nil {
+		return nil, false
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	defer cancel()
+	m := &v1alpha1.MultiClusterLease{}
+	if err := c.MultiClusterLeases.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, m); err != nil {
+		if !apierrors.IsNotFound(err) {
+			c.log.Error(err, "Reading a guarded MultiClusterLease failed; is its CRD installed?", "namespace", namespace, "name", name)
+		}
+		return nil, false
+	}
+	return m, true
 }
 
 // waitSynced reports true when the informers covering the lease had already listed, and otherwise

@@ -33,6 +33,8 @@ type guard struct {
 	enforcement      config.Enforcement
 	// holderFormat reads the lease's holder; nil: by the lease (defaultHolderFormat).
 	holderFormat *lease.HolderFormat
+	// multiCluster: the guard names a MultiClusterLease, judged by its status.
+	multiCluster bool
 }
 
 type rule struct {
@@ -53,6 +55,8 @@ type Policy struct {
 	ownAccounts string
 	// LeaseRefs are the leases the guards name, for the lease cache.
 	LeaseRefs []LeaseRef
+	// MultiCluster is true when a guard names a MultiClusterLease.
+	MultiCluster bool
 }
 
 // LeaseRef names a guarded lease; Namespace "" means "in the namespace of each request".
@@ -74,6 +78,7 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 		g := &cfg.Guards[i]
 		cg := &guard{name: g.Name, enforcement: g.Enforcement, accountsAnywhere: map[string]bool{}, accounts: map[namespacedName]bool{}}
 		cg.leaseNamespace, cg.leaseName = splitQualified(g.Lease)
+		cg.multiCluster = g.LeaseKind == config.LeaseKindMultiClusterLease
 		if g.HolderFormat != "" {
 			cg.holderFormat = lease.MustParseHolderFormat(g.HolderFormat) // validated by config.Load
 		}
@@ -98,7 +103,9 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 			}
 		}
 		ref := LeaseRef{cg.leaseNamespace, cg.leaseName}
-		if !refs[ref] {
+		if cg.multiCluster {
+			p.MultiCluster = true // read from the manager's cache, not the lease informers
+		} else if !refs[ref] {
 			refs[ref] = true
 			p.LeaseRefs = append(p.LeaseRefs, ref)
 		}
