@@ -78,6 +78,11 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"an unknown enforcement", "config:\n  guards: [{name: g, lease: l, resources: [{group: apps, resources: [deployments]}], enforcement: block}]\n",
 			[]string{`at '/config/guards/0/enforcement': value must be one of 'deny', 'warn', 'dryrun'`}},
 		{"no certificate at all", "certificates:\n  certManager: {enabled: false}\n", []string{"certificates.existingSecret is required when certificates.certManager.enabled is false"}},
+		{"a multi-cluster controller without the etcd Secret", "multicluster:\n  clusterName: eu-west\n  etcd: {endpoints: [\"https://etcd.example:2379\"]}\n",
+			[]string{"multicluster.etcd.secretName: the Secret with the global etcd's ca.crt and this cluster's tls.crt and tls.key"}},
+		{"a plain-text etcd endpoint", "multicluster:\n  etcd: {endpoints: [\"http://etcd.example:2379\"]}\n", []string{`at '/multicluster/etcd/endpoints/0'`}},
+		{"an unknown lease kind", "config:\n  guards: [{name: g, lease: l, leaseKind: Mcl, resources: [{group: apps, resources: [deployments]}]}]\n",
+			[]string{`at '/config/guards/0/leaseKind': value must be one of 'Lease', 'MultiClusterLease'`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -149,6 +154,25 @@ func TestConfigIsTheRenderedChart(t *testing.T) {
 		got, err := os.ReadFile(path)
 		if err != nil || string(got) != string(want) {
 			t.Errorf("config/%s is stale: run go test ./test/chart -update and review the diff", file)
+		}
+	}
+}
+
+// TestCRDsAreOneFile keeps the chart's CRDs (installed by Helm before the templates) the same files as
+// config/crd (kubectl apply -k users and the e2e suite install those).
+func TestCRDsAreOneFile(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "crd", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no CRDs in config/crd: %v", err)
+	}
+	for _, file := range files {
+		want, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(framework.ChartDir(), "crds", filepath.Base(file)))
+		if err != nil || string(got) != string(want) {
+			t.Errorf("charts/leasegate/crds/%s differs from config/crd: copy it over", filepath.Base(file))
 		}
 	}
 }
