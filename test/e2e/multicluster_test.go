@@ -16,6 +16,7 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
@@ -31,6 +32,7 @@ import (
 	mcl "github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/guardedwrite"
 )
 
 // The multi-cluster timing: a 5 s lease duration is the backend TTL; candidates renew every 0.5 s and
@@ -224,6 +226,65 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		Expect(etcd.Restart(etcdLeader)).To(Succeed())
 	})
 
+	It("refuses, in A's own API server, the writes of A's old leader once B's candidate has won", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		By("running leasegate-webhook on A's API server, a guard on the MultiClusterLease")
+		binary, err := framework.BuildWebhook(dir)
+		Expect(err).NotTo(HaveOccurred())
+		fence, err := a.plane.StartWebhook(ctx, binary, dir, leasegateNamespace)
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(fence.Stop)
+		const ns = "shop"
+		Expect(a.plane.CreateNamespace(ctx, ns)).To(Succeed())
+		Expect(b.plane.CreateNamespace(ctx, ns)).To(Succeed())
+		currentNamespace = ns
+		DeferCleanup(func() { currentNamespace = mclNamespace })
+		pod, err := a.plane.CreatePod(ctx, ns, "a-0", dir, "")
+		Expect(err).NotTo(HaveOccurred())
+		podClient, _ := clientFor(pod.Kubeconfig)
+
+		candidates := startCandidates(a, 1, b, 0)
+		DeferCleanup(stopAll, candidates)
+		Eventually(candidates[0].acting.Load, 15*time.Second, 20*time.Millisecond).Should(BeTrue())
+		_, err = a.plane.Client.CoreV1().ConfigMaps(leasegateNamespace).Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"},
+			Data: map[string]string{"config.yaml": fmt.Sprintf(`election: {clockSkewMargin: 500ms}
+guards:
+- name: orders
+  lease: %s
+  leaseKind: MultiClusterLease
+  holderFormat: pod-name
+  serviceAccounts: [%s]
+  resources: [{group: "", resources: [configmaps]}]
+  namespaces: [%s]
+`, currentElection, framework.ServiceAccountName, ns)},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		By("the global leader a-0 writing through A's API server")
+		Eventually(func() error {
+			return guardedwrite.ConfigMap(ctx, podClient, ns, "orders", "a-0")
+		}, 10*time.Second, 100*time.Millisecond).Should(Succeed())
+
+		By("cutting A off from etcd until B's candidate wins")
+		standby := startCandidate(b, "b-0")
+		DeferCleanup(standby.stop, true)
+		before := a.statusIn(ctx, ns).FencingToken
+		a.partition()
+		DeferCleanup(a.heal)
+		Eventually(standby.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
+		err = guardedwrite.ConfigMap(ctx, podClient, ns, "orders", "a-0")
+		Expect(err).To(MatchError(And(ContainSubstring("held by a-0 of cluster a"), ContainSubstring("no pod of this cluster leads the MultiClusterLease now"))),
+			"A's controller cannot know B won, but the term it confirmed has passed its validUntil")
+
+		By("healing: A's status names B's leader, and A's API server names it in the denial")
+		a.heal()
+		Eventually(func() error {
+			return guardedwrite.ConfigMap(ctx, podClient, ns, "orders", "a-0")
+		}, 10*time.Second, 100*time.Millisecond).Should(MatchError(ContainSubstring("held by b-0 of cluster b")))
+		after := a.statusIn(ctx, ns).FencingToken
+		Expect(after).To(BeNumerically(">", before), "the fencing token grows with the new term")
+	})
+
 	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {
 		b.stop()
 		b.startController(etcd, &skewedClock{start: time.Now(), offset: time.Hour, rate: 1.1})
@@ -314,13 +375,22 @@ func (c *mclCluster) heal() {
 
 func (c *mclCluster) status(ctx context.Context, g Gomega) v1alpha1.MultiClusterLeaseStatus {
 	obj := &v1alpha1.MultiClusterLease{}
-	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: mclNamespace, Name: currentElection}, obj)).To(Succeed())
+	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: currentNamespace, Name: currentElection}, obj)).To(Succeed())
 	return obj.Status
 }
 
-// currentElection is the MultiClusterLease of the running spec: each spec elects on its own, so that no
-// spec inherits a term from the one before.
-var currentElection string
+func (c *mclCluster) statusIn(ctx context.Context, namespace string) v1alpha1.MultiClusterLeaseStatus {
+	obj := &v1alpha1.MultiClusterLease{}
+	Expect(c.client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: currentElection}, obj)).To(Succeed())
+	return obj.Status
+}
+
+// currentElection is the MultiClusterLease of the running spec, in currentNamespace: each spec elects on
+// its own, so that no spec inherits a term from the one before.
+var (
+	currentElection  string
+	currentNamespace = mclNamespace
+)
 var elections atomic.Int32
 
 // startCandidates starts inA candidates in cluster a and inB in cluster b on a new election.
@@ -337,7 +407,7 @@ func startCandidates(a *mclCluster, inA int, b *mclCluster, inB int) []*mclCandi
 }
 
 func startCandidate(c *mclCluster, id string) *mclCandidate {
-	lock, err := mcl.NewLock(rest.CopyConfig(c.plane.Config), mclNamespace, currentElection, mcl.LockConfig{
+	lock, err := mcl.NewLock(rest.CopyConfig(c.plane.Config), currentNamespace, currentElection, mcl.LockConfig{
 		Identity: id, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod,
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -380,7 +450,7 @@ func (c *mclCandidate) stop(release bool) {
 // controller campaigns for.
 func (c *mclCandidate) standing(ctx context.Context) bool {
 	obj := &v1alpha1.MultiClusterLease{}
-	if err := c.cluster.client.Get(ctx, client.ObjectKey{Namespace: mclNamespace, Name: currentElection}, obj); err != nil {
+	if err := c.cluster.client.Get(ctx, client.ObjectKey{Namespace: currentNamespace, Name: currentElection}, obj); err != nil {
 		return false
 	}
 	return obj.Spec.HolderIdentity != nil && *obj.Spec.HolderIdentity == c.id
