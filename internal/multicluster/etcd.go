@@ -155,5 +155,8 @@ func ParseKey(key string) (namespace, name string, ok bool) {
 		return "", "", false
 	}
 	namespace, name, ok = strings.Cut(rest, "/")
-	return namespace, name, ok && namespace != "" && name != ""
+	if !ok || namespace == "" || name == "" {
+		return "", "", false
+	}
+	return namespace, name, true
 }
