@@ -23,6 +23,14 @@ import (
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
+// requeueIf reconciles again at once: after a term ended, to campaign for a candidate that is still live.
+func requeueIf(again bool) ctrl.Result {
+	if !again {
+		return ctrl.Result{}
+	}
+	return ctrl.Result{RequeueAfter: time.Millisecond}
+}
+
 // backendTimeout bounds one call to the backend, so that a black-holed path is noticed, and reported,
 // well within any lease duration.
 const backendTimeout = time.Second
@@ -111,7 +119,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		log.Info("Global term ended", "holder", term.Claim.Holder, "token", term.Token, "candidateLive", live)
 		c.resign(log, term)
-		return ctrl.Result{Requeue: live}, nil
+		return requeueIf(live), nil
 	}
 
 	if e.term != nil {
@@ -136,7 +144,7 @@ func (c *Controller) confirm(ctx context.Context, log logr.Logger, mcl *v1alpha1
 	case errors.Is(err, ErrLost):
 		log.Info("Global term lost in the backend", "holder", e.term.Claim.Holder, "token", e.term.Token)
 		e.term = nil
-		return ctrl.Result{Requeue: true}, c.writeStatus(ctx, mcl, statusNone(mcl), metav1.ConditionTrue)
+		return requeueIf(true), c.writeStatus(ctx, mcl, statusNone(mcl), metav1.ConditionTrue)
 	case err != nil:
 		// validUntil stays as it was: the leader here stops by itself when it passes.
 		log.Error(err, "Could not confirm the global term; the leader here stops at validUntil unless a retry succeeds")
@@ -164,7 +172,7 @@ func (c *Controller) campaign(ctx context.Context, log logr.Logger, mcl *v1alpha
 			return ctrl.Result{}, err
 		}
 		c.resign(log, held)
-		return ctrl.Result{Requeue: true}, nil
+		return requeueIf(true), nil
 	}
 	if err == nil && !ok {
 		sent := c.Clock.Now()

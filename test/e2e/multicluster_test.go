@@ -3,10 +3,13 @@ package e2e
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +18,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,6 +30,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/leasegate/leasegate/internal/multicluster"
@@ -69,6 +74,12 @@ type mclCandidate struct {
 	done    chan struct{}
 }
 
+var (
+	multiclusterRuns    = flag.Int("multicluster.runs", 1, "handovers, crashes and partitions per measured figure in the multi-cluster specs (`make bench`: 20)")
+	multiclusterReport  = flag.String("multicluster.report", "", "write the multi-cluster figures as a markdown table to this file")
+	multiclusterFigures figureTable
+)
+
 var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, func() {
 	var (
 		etcd *framework.EtcdCluster
@@ -109,6 +120,17 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		}
 	})
 
+	AfterAll(func() {
+		if multiclusterFigures.empty() {
+			return
+		}
+		table := strings.Replace(multiclusterFigures.markdown(*multiclusterRuns), "Real single-node cluster", "Two clusters on a three-member etcd (TTL 5 s)", 1)
+		AddReportEntry("multi-cluster figures", table)
+		if *multiclusterReport != "" {
+			Expect(os.WriteFile(*multiclusterReport, []byte(table), 0o644)).To(Succeed())
+		}
+	})
+
 	It("elects one global leader among three candidates in A and two in B, and every view agrees", func(ctx SpecContext) {
 		candidates := startCandidates(a, 3, b, 2)
 		DeferCleanup(stopAll, candidates)
@@ -138,64 +160,121 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 
 	It("hands over across clusters in under a second when the leader releases, and takes over after a crash within the TTL plus 2 s", func(ctx SpecContext) {
 		candidates := startCandidates(a, 1, b, 1)
-		DeferCleanup(stopAll, candidates)
+		DeferCleanup(func() { stopAll(candidates) })
 		monitor := watchForTwoLeaders(candidates)
 		DeferCleanup(monitor.stop)
 		tokens := &tokenWatch{}
-
-		leader := eventuallySoleLeader(candidates, 15*time.Second)
+		var handovers, takeovers []time.Duration
+		for run := range 2 * *multiclusterRuns {
+			graceful := run%2 == 0
+			leader := eventuallySoleLeader(candidates, 15*time.Second)
+			tokens.observe(ctx, a, b)
+			other := otherThan(candidates, leader)
+			By(fmt.Sprintf("run %d: %s, the leader, stops (released: %v)", run, leader.id, graceful))
+			stopped := time.Now()
+			leader.stop(graceful)
+			Eventually(other.acting.Load, mclLeaseDuration+5*time.Second, 5*time.Millisecond).Should(BeTrue())
+			if took := time.Since(stopped); graceful {
+				handovers = append(handovers, took)
+				Expect(took).To(BeNumerically("<", time.Second), "a released lease changes cluster in under a second")
+			} else {
+				takeovers = append(takeovers, took)
+				Expect(took).To(BeNumerically("<", mclLeaseDuration+2*time.Second), "a crashed leader is replaced within the TTL plus 2 s")
+			}
+			By("a new candidate standing by where the leader was")
+			next := startCandidate(leader.cluster, fmt.Sprintf("%s-%d", leader.cluster.name, run+1))
+			candidates = append(slices.DeleteFunc(candidates, func(c *mclCandidate) bool { return c == leader }), next)
+			monitor.follow(candidates)
+			Eventually(func() bool { return next.standing(ctx) }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		}
 		tokens.observe(ctx, a, b)
-		other := otherThan(candidates, leader)
-
-		By("the leader releasing (SIGTERM: ReleaseOnCancel)")
-		released := time.Now()
-		leader.stop(true)
-		Eventually(other.acting.Load, 5*time.Second, 5*time.Millisecond).Should(BeTrue())
-		handover := time.Since(released)
-		AddReportEntry("multicluster graceful handover", handover.String())
-		Expect(handover).To(BeNumerically("<", time.Second))
-		tokens.observe(ctx, a, b)
-
-		By("the new leader crashing (no release)")
-		restarted := startCandidate(leader.cluster, leader.id+"-2")
-		DeferCleanup(restarted.stop, false)
-		Eventually(func() bool { return restarted.standing(ctx) }, 10*time.Second, 50*time.Millisecond).Should(BeTrue())
-		crashed := time.Now()
-		other.stop(false)
-		Eventually(restarted.acting.Load, mclLeaseDuration+5*time.Second, 10*time.Millisecond).Should(BeTrue())
-		takeover := time.Since(crashed)
-		AddReportEntry("multicluster crash takeover", takeover.String())
-		Expect(takeover).To(BeNumerically("<", mclLeaseDuration+2*time.Second))
-		tokens.observe(ctx, a, b)
+		multiclusterFigures.durations("graceful handover across clusters (release)", handovers)
+		multiclusterFigures.durations(fmt.Sprintf("crash takeover across clusters (TTL %s)", mclLeaseDuration), takeovers)
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
-	It("stops A's leader before B can win when A's controller is cut off from etcd, and A follows once healed", func(ctx SpecContext) {
+	It("stops the leader's cluster before the other can win when it is cut off from etcd, and it follows once healed", func(ctx SpecContext) {
+		candidates := startCandidates(a, 1, b, 1)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		var stepDowns, margins []time.Duration
+		for run := range *multiclusterRuns {
+			leader := eventuallySoleLeader(candidates, 15*time.Second)
+			cut, other := leader.cluster, otherThan(candidates, leader)
+
+			By(fmt.Sprintf("run %d: black-holing %s's path to every etcd member", run, cut.name))
+			partitioned := time.Now()
+			cut.partition()
+			DeferCleanup(cut.heal)
+			Eventually(leader.acting.Load, mclLeaseDuration, 10*time.Millisecond).Should(BeFalse())
+			stepDown := time.Since(partitioned)
+			Eventually(other.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
+			takeover := time.Since(partitioned)
+			Expect(stepDown).To(BeNumerically("<", takeover))
+			stepDowns, margins = append(stepDowns, stepDown), append(margins, takeover-stepDown)
+
+			By("healing: the cut cluster follows the new leader")
+			cut.heal()
+			Eventually(func(g Gomega) {
+				g.Expect(cut.status(ctx, g).GlobalHolder).To(Equal(other.id))
+			}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+			Consistently(leader.acting.Load, time.Second, 20*time.Millisecond).Should(BeFalse())
+		}
+		multiclusterFigures.durations("partition: the cut leader stops acting", stepDowns)
+		multiclusterFigures.durations("partition: from the cut leader's stop to the other cluster's start (margin)", margins)
+		Expect(monitor.overlaps()).To(BeEmpty())
+	})
+
+	It("has nobody lead while etcd has no quorum, and recovers by itself when it returns", func(ctx SpecContext) {
+		candidates := startCandidates(a, 1, b, 1)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		eventuallySoleLeader(candidates, 15*time.Second)
+
+		By("killing two of the three etcd members")
+		for _, i := range []int{1, 2} {
+			Expect(etcd.Kill(i)).To(Succeed())
+		}
+		Eventually(actingIDs, mclLeaseDuration, 20*time.Millisecond).WithArguments(candidates).Should(BeEmpty())
+		Consistently(actingIDs, 2*time.Second, 20*time.Millisecond).WithArguments(candidates).Should(BeEmpty())
+
+		By("restarting them: a leader again, without anyone's help")
+		for _, i := range []int{1, 2} {
+			Expect(etcd.Restart(i)).To(Succeed())
+		}
+		eventuallySoleLeader(candidates, 3*mclLeaseDuration)
+		Expect(monitor.overlaps()).To(BeEmpty())
+	})
+
+	It("never lets a candidate cut off while it waited claim a key freed meanwhile (no phantom leadership)", func(ctx SpecContext) {
 		candidates := startCandidates(a, 1, b, 1)
 		DeferCleanup(stopAll, candidates)
 		monitor := watchForTwoLeaders(candidates)
 		DeferCleanup(monitor.stop)
 		leader := eventuallySoleLeader(candidates, 15*time.Second)
-		cut, other := leader.cluster, otherThan(candidates, leader)
+		waiting := otherThan(candidates, leader)
 
-		By("black-holing " + cut.name + "'s path to every etcd member")
-		partitioned := time.Now()
-		cut.partition()
-		DeferCleanup(cut.heal)
-		Eventually(leader.acting.Load, mclLeaseDuration, 10*time.Millisecond).Should(BeFalse())
-		stepDown := time.Since(partitioned)
-		Eventually(other.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
-		takeover := time.Since(partitioned)
-		AddReportEntry("multicluster partition", fmt.Sprintf("step-down after %s, other cluster leads after %s (margin %s)", stepDown, takeover, takeover-stepDown))
-		Expect(stepDown).To(BeNumerically("<", takeover))
-		Expect(monitor.overlaps()).To(BeEmpty())
+		By("cutting the waiting cluster off for longer than the TTL, then deleting the leader's key")
+		waiting.cluster.partition()
+		DeferCleanup(waiting.cluster.heal)
+		time.Sleep(mclLeaseDuration + time.Second)
+		admin, err := etcd.Client()
+		Expect(err).NotTo(HaveOccurred())
+		defer admin.Close()
+		_, err = admin.Delete(ctx, multicluster.Key(currentNamespace, currentElection))
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(waiting.acting.Load, 2*time.Second, 20*time.Millisecond).Should(BeFalse())
 
-		By("healing: the cut cluster follows the new leader")
-		cut.heal()
+		By("healing: the waiting cluster follows whoever holds the key now")
+		waiting.cluster.heal()
 		Eventually(func(g Gomega) {
-			g.Expect(cut.status(ctx, g).GlobalHolder).To(Equal(other.id))
-		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
-		Consistently(leader.acting.Load, 2*time.Second, 20*time.Millisecond).Should(BeFalse())
+			s := waiting.cluster.status(ctx, g)
+			g.Expect(s.GlobalHolder).NotTo(BeEmpty())
+			g.Expect(s.GlobalHolder).To(Equal(leader.id))
+		}, 3*mclLeaseDuration, 50*time.Millisecond).Should(Succeed())
+		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
 	It("keeps its leader when an etcd member dies, and never has two when the etcd leader dies", func(ctx SpecContext) {
@@ -285,6 +364,20 @@ guards:
 		Expect(after).To(BeNumerically(">", before), "the fencing token grows with the new term")
 	})
 
+	It("runs a controller-runtime manager's runnables in exactly one cluster at a time, with the library as its lock", func(ctx SpecContext) {
+		newElection()
+		managers := []*mclCandidate{startManager(a, "mgr-a"), startManager(b, "mgr-b")}
+		DeferCleanup(stopAll, managers)
+		monitor := watchForTwoLeaders(managers)
+		DeferCleanup(monitor.stop)
+		leader := eventuallySoleLeader(managers, 20*time.Second)
+		other := otherThan(managers, leader)
+		By("stopping the leading manager: the other cluster's runs its runnables")
+		leader.stop(true)
+		Eventually(other.acting.Load, 10*time.Second, 10*time.Millisecond).Should(BeTrue())
+		Expect(monitor.overlaps()).To(BeEmpty())
+	})
+
 	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {
 		b.stop()
 		b.startController(etcd, &skewedClock{start: time.Now(), offset: time.Hour, rate: 1.1})
@@ -324,7 +417,7 @@ func (c *mclCluster) startController(etcd *framework.EtcdCluster, clk clock.Pass
 	for i, p := range c.proxies {
 		endpoints[i] = "https://" + p.Addr
 	}
-	etcdClient, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: etcd.TLS(), DialTimeout: 2 * time.Second})
+	etcdClient, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: etcd.TLS(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(c.plane.Config, ctrl.Options{
 		Scheme:  mclScheme(),
@@ -393,9 +486,12 @@ var (
 )
 var elections atomic.Int32
 
+// newElection names a new MultiClusterLease for the running spec.
+func newElection() { currentElection = fmt.Sprintf("orders-%d", elections.Add(1)) }
+
 // startCandidates starts inA candidates in cluster a and inB in cluster b on a new election.
 func startCandidates(a *mclCluster, inA int, b *mclCluster, inB int) []*mclCandidate {
-	currentElection = fmt.Sprintf("orders-%d", elections.Add(1))
+	newElection()
 	var candidates []*mclCandidate
 	for i := range inA {
 		candidates = append(candidates, startCandidate(a, fmt.Sprintf("a-%d", i)))
@@ -433,6 +529,38 @@ func startCandidate(c *mclCluster, id string) *mclCandidate {
 			}
 			elector.Run(ctx) // returns when leadership is lost or ctx ends; a lost leader stands again
 		}
+	}()
+	return cand
+}
+
+// startManager runs a controller-runtime manager in cluster c that elects through the library's lock;
+// acting is true while its leader-election runnable runs, which is when its reconcilers would.
+func startManager(c *mclCluster, id string) *mclCandidate {
+	lock, err := mcl.NewLock(rest.CopyConfig(c.plane.Config), currentNamespace, currentElection, mcl.LockConfig{
+		Identity: id, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod,
+	})
+	Expect(err).NotTo(HaveOccurred())
+	cand := &mclCandidate{cluster: c, id: id, lock: &crashableLock{Lock: lock}, done: make(chan struct{})}
+	leaseDuration, renewDeadline, retryPeriod := mclLeaseDuration, mclRenewDeadline, mclRetryPeriod
+	mgr, err := ctrl.NewManager(rest.CopyConfig(c.plane.Config), ctrl.Options{
+		Scheme: mclScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		LeaderElection: true, LeaderElectionResourceLockInterface: cand.lock, LeaderElectionReleaseOnCancel: true,
+		LeaseDuration: &leaseDuration, RenewDeadline: &renewDeadline, RetryPeriod: &retryPeriod,
+		Controller: ctrlconfig.Controller{SkipNameValidation: ptr.To(true)},
+	})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		cand.acting.Store(true)
+		<-ctx.Done()
+		cand.acting.Store(false)
+		return nil
+	}))).To(Succeed())
+	ctx, cancel := context.WithCancel(context.Background())
+	cand.cancel = cancel
+	go func() {
+		defer close(cand.done)
+		defer cand.acting.Store(false)
+		_ = mgr.Start(ctx) // ends with an error when leadership is lost, as a real manager's process exits
 	}()
 	return cand
 }
@@ -503,15 +631,23 @@ func otherThan(candidates []*mclCandidate, leader *mclCandidate) *mclCandidate {
 
 // twoLeaders samples every 20 ms whether more than one candidate acts, across clusters.
 type twoLeaders struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	seen   []string
+	cancel     context.CancelFunc
+	done       chan struct{}
+	mu         sync.Mutex
+	candidates []*mclCandidate
+	seen       []string
+}
+
+// follow makes the monitor sample candidates from now on (the spec replaced one).
+func (m *twoLeaders) follow(candidates []*mclCandidate) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.candidates = slices.Clone(candidates)
 }
 
 func watchForTwoLeaders(candidates []*mclCandidate) *twoLeaders {
 	ctx, cancel := context.WithCancel(context.Background())
-	m := &twoLeaders{cancel: cancel, done: make(chan struct{})}
+	m := &twoLeaders{cancel: cancel, done: make(chan struct{}), candidates: slices.Clone(candidates)}
 	go func() {
 		defer close(m.done)
 		ticker := time.NewTicker(20 * time.Millisecond)
@@ -521,7 +657,10 @@ func watchForTwoLeaders(candidates []*mclCandidate) *twoLeaders {
 			case <-ctx.Done():
 				return
 			case <-ticker.C:
-				if ids := actingIDs(candidates); len(ids) > 1 {
+				m.mu.Lock()
+				ids := actingIDs(m.candidates)
+				m.mu.Unlock()
+				if len(ids) > 1 {
 					m.mu.Lock()
 					m.seen = append(m.seen, fmt.Sprintf("%s: %v", time.Now().Format(time.StampMilli), ids))
 					m.mu.Unlock()
