@@ -71,6 +71,12 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		return nil, fmt.Errorf("building the API client: %w", err)
 	}
 	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
+	var store lease.Store = client
+	if s.LeaseKind == LeaseKindMultiClusterLease {
+		if store, err = lease.NewMultiClusterStore(config); err != nil {
+			return nil, fmt.Errorf("building the API client: %w", err)
+		}
+	}
 	specs := s.ElectionSpecs()
 	for _, spec := range specs {
 		e := &runningElection{spec: spec, log: log}
@@ -78,7 +84,8 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			e.log = log.WithValues("election", spec.Name)
 		}
 		e.elector, err = lease.NewElector(lease.Config{
-			Client:          client,
+			Client:          store,
+			MultiCluster:    s.LeaseKind == LeaseKindMultiClusterLease,
 			Namespace:       s.PodNamespace,
 			Name:            spec.Lease,
 			Identity:        s.Identity(),

@@ -49,7 +49,16 @@ type Settings struct {
 	// own pod, so it comes back as a follower held by start: leader). OnLossElection is the election it
 	// watches for that, the only one when empty.
 	OnLoss, OnLossElection string
+	// LeaseKind is what every election of the agent elects on: Lease, or MultiClusterLease (one leader
+	// across clusters: the agent leads only while its cluster's election controller confirms it).
+	LeaseKind string
 }
+
+// Kinds of lease the agent elects on (LEASEGATE_LEASE_KIND).
+const (
+	LeaseKindLease             = "Lease"
+	LeaseKindMultiClusterLease = "MultiClusterLease"
+)
 
 // What an agent does when it loses a lease it held (LEASEGATE_ON_LOSS).
 const (
@@ -150,6 +159,11 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	if s.OnLoss == OnLossRestart {
 		errs = append(errs, s.checkElection("LEASEGATE_ON_LOSS_ELECTION", "on-loss-election", s.OnLossElection)...)
 	}
+	switch s.LeaseKind {
+	case LeaseKindLease, LeaseKindMultiClusterLease:
+	default:
+		errs = append(errs, fmt.Errorf("LEASEGATE_LEASE_KIND=%s (--lease-kind): must be %s or %s", s.LeaseKind, LeaseKindLease, LeaseKindMultiClusterLease))
+	}
 	return s, errors.Join(errs...)
 }
 
@@ -185,7 +199,7 @@ func defaultSettings() Settings {
 	return Settings{
 		Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440",
 		Gate:   GateSettings{Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*"},
-		OnLoss: OnLossKeep,
+		OnLoss: OnLossKeep, LeaseKind: LeaseKindLease,
 	}
 }
 
@@ -236,6 +250,7 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{"LEASEGATE_GATE_GRPC_METHODS", "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
 		{"LEASEGATE_GATE_ELECTION", "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
 		{"LEASEGATE_ON_LOSS", "on-loss", "when a lease this pod held is lost: keep (report it) or restart (evict this pod through the Eviction API, so it returns as a follower)", false, stringValue{&s.OnLoss}},
+		{"LEASEGATE_LEASE_KIND", "lease-kind", "what the elections elect on: Lease, or MultiClusterLease (one leader across clusters, confirmed by leasegate's election controller)", false, stringValue{&s.LeaseKind}},
 		{"LEASEGATE_ON_LOSS_ELECTION", "on-loss-election", "the election whose loss restarts the pod (the only one when empty)", false, stringValue{&s.OnLossElection}},
 		{"KUBECONFIG", "kubeconfig", "kubeconfig file; in-cluster config when empty", false, stringValue{&s.Kubeconfig}},
 	}

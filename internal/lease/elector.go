@@ -35,17 +35,24 @@ type Status struct {
 	Since *time.Time `json:"since,omitempty"`
 	// Transitions is the lease's own count of changes of holder.
 	Transitions int32 `json:"transitions"`
+	// GlobalHolder is, for a MultiClusterLease, the candidate that leads across clusters as this cluster's
+	// election controller last answered ("" when nobody does); Holder is then this cluster's candidate.
+	GlobalHolder string `json:"globalHolder,omitempty"`
 }
 
 // Config is what an Elector needs. Client, Namespace, Name and Identity are required.
 type Config struct {
-	Client    *Client
+	Client    Store
 	Namespace string
 	Name      string
 	Identity  string
 	Timing    Timing
 	// ClockSkewMargin is added to the lease duration when judging someone else's lease (see Judge).
 	ClockSkewMargin time.Duration
+	// MultiCluster: the Client is a MultiClusterStore, and winning the local election is not enough. The
+	// elector leads only while the election controller has confirmed one of its heartbeats naming it
+	// global leader, for v1alpha1.ConfirmedFor after that heartbeat's write began.
+	MultiCluster bool
 	// OnChange is called, from the election loop, every time Status changes. It must not block.
 	OnChange func(Status)
 	Log      logr.Logger
@@ -80,6 +87,11 @@ type Elector struct {
 	// (SIGSTOP, a stalled node) must not answer "leader" from stale state the moment it resumes.
 	leaderUntil atomic.Int64
 
+	// MultiCluster only: writes are this elector's latest heartbeats (loop-owned), confirmed (Unix
+	// nanoseconds) the end of the term the controller's answers grant it.
+	writes    []heartbeat
+	confirmed atomic.Int64
+
 	mu     sync.Mutex
 	status Status
 }
@@ -109,7 +121,7 @@ func (e *Elector) Status() Status {
 	e.mu.Lock()
 	s := e.status
 	e.mu.Unlock()
-	if s.IsLeader && time.Now().UnixNano() >= e.leaderUntil.Load() {
+	if now := time.Now().UnixNano(); s.IsLeader && (now >= e.leaderUntil.Load() || e.cfg.MultiCluster && now >= e.confirmed.Load()) {
 		s.IsLeader = false
 	}
 	return s
@@ -174,6 +186,9 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 	if e.leading {
 		// Our own renewals come back through the watch. Anything else is checked by renewing at once:
 		// the compare-and-swap fails if someone else really wrote the lease.
+		if j.Holder == e.cfg.Identity && e.cfg.MultiCluster {
+			e.publish(observed, true) // the controller's answer to a heartbeat
+		}
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
@@ -231,6 +246,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		e.logAttempt(err, "take")
 		return retry
 	}
+	e.wrote(updated, now)
 	e.becomeLeader(now, updated)
 	return retry
 }
@@ -245,6 +261,7 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 		e.logAttempt(err, "create")
 		return e.cfg.Timing.RetryPeriod
 	}
+	e.wrote(created, now)
 	e.becomeLeader(now, created)
 	return e.cfg.Timing.RetryPeriod
 }
@@ -267,7 +284,11 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		ptr.Deref(e.current.Spec.LeaseTransitions, 0))
 	updated, err := e.cfg.Client.Update(reqCtx, next)
 	if err == nil {
+		e.wrote(updated, now)
 		e.renewed(now, updated)
+		if e.cfg.MultiCluster {
+			e.publish(updated, true)
+		}
 		return e.cfg.Timing.RetryPeriod
 	}
 	if apierrors.IsConflict(err) {
@@ -354,12 +375,45 @@ func (e *Elector) renewed(renewTime time.Time, lease *coordinationv1.Lease) {
 func (e *Elector) stepDown(reason string) {
 	e.leading = false
 	e.leaderUntil.Store(0)
+	e.confirmed.Store(0)
+	e.writes = e.writes[:0]
 	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
 	e.mu.Lock()
 	e.status.IsLeader = false
 	status := e.status
 	e.mu.Unlock()
 	e.cfg.OnChange(status)
+}
+
+// maxHeartbeats is how many of its latest writes a multi-cluster elector remembers: the controller
+// answers within a renewal or two, or the term lapses anyway.
+const maxHeartbeats = 8
+
+// wrote records a write of a multi-cluster elector, started at started, for the controller's answer.
+func (e *Elector) wrote(lease *coordinationv1.Lease, started time.Time) {
+	if !e.cfg.MultiCluster {
+		return
+	}
+	if len(e.writes) == maxHeartbeats {
+		e.writes = append(e.writes[:0], e.writes[1:]...)
+	}
+	e.writes = append(e.writes, heartbeat{generation: lease.Generation, started: started})
+}
+
+// confirm reads the controller's answer on lease and extends (or, if it names someone else for our
+// latest write, ends) the term it grants.
+func (e *Elector) confirm(lease *coordinationv1.Lease) {
+	holder, observed, ok := globalAnswer(lease)
+	if !ok || len(e.writes) == 0 {
+		return
+	}
+	if holder != e.cfg.Identity && observed >= e.writes[len(e.writes)-1].generation {
+		e.confirmed.Store(0)
+		return
+	}
+	if until := confirmedUntil(lease, e.cfg.Identity, e.writes).UnixNano(); until > e.confirmed.Load() {
+		e.confirmed.Store(until)
+	}
 }
 
 // publish records the holder a lease names and whether we lead, and reports a change.
@@ -370,6 +424,14 @@ func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
 		IsLeader:    leading,
 		Transitions: ptr.Deref(lease.Spec.LeaseTransitions, 0),
 	}
+	if e.cfg.MultiCluster {
+		// Leading this cluster's election is candidacy; leading means the controller confirmed it.
+		next.GlobalHolder, _, _ = globalAnswer(lease)
+		if leading {
+			e.confirm(lease)
+			next.IsLeader = time.Now().UnixNano() < e.confirmed.Load()
+		}
+	}
 	if t := lease.Spec.AcquireTime; t != nil && next.Holder != "" {
 		since := t.Time
 		next.Since = &since
@@ -379,7 +441,7 @@ func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
 	prev := e.status
 	e.status = next
 	e.mu.Unlock()
-	if prev.Holder == next.Holder && prev.IsLeader == next.IsLeader && prev.Transitions == next.Transitions {
+	if prev.Holder == next.Holder && prev.IsLeader == next.IsLeader && prev.Transitions == next.Transitions && prev.GlobalHolder == next.GlobalHolder {
 		return
 	}
 	if leading && !prev.IsLeader {
@@ -418,7 +480,7 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 
 // newLeaseInformer lists and watches one lease by name, so a follower sees every write to it and nothing
 // else in the namespace.
-func newLeaseInformer(client *Client, namespace, name string) cache.SharedIndexInformer {
+func newLeaseInformer(client Store, namespace, name string) cache.SharedIndexInformer {
 	byName := fields.OneTermEqualSelector("metadata.name", name).String()
 	return cache.NewSharedIndexInformer(&cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {

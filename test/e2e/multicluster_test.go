@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -20,6 +21,7 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -33,6 +35,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	mcl "github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -378,6 +381,64 @@ guards:
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
+	It("elects across clusters with leasegate's agent, each agent authenticating as its pod", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		binary, err := framework.BuildAgent(dir)
+		Expect(err).NotTo(HaveOccurred())
+		const ns = "agents"
+		newElection()
+		var agents []*framework.Agent
+		for _, c := range []*mclCluster{a, b} {
+			Expect(c.plane.CreateNamespace(ctx, ns)).To(Succeed())
+			Expect(grantMultiClusterLeases(ctx, c.plane, ns)).To(Succeed())
+			for i := range map[*mclCluster]int{a: 2, b: 1}[c] {
+				pod, err := c.plane.CreatePod(ctx, ns, fmt.Sprintf("%s-agent-%d", c.name, i), dir, "")
+				Expect(err).NotTo(HaveOccurred())
+				agent, err := framework.StartAgent(binary, pod, currentElection, framework.AgentOptions{
+					Timing:    lease.Timing{LeaseDuration: mclLeaseDuration, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod},
+					LeaseKind: "MultiClusterLease",
+				})
+				Expect(err).NotTo(HaveOccurred())
+				DeferCleanup(func() {
+					agent.Stop()
+					if CurrentSpecReport().Failed() {
+						AddReportEntry("logs of "+pod.Name, agent.Logs())
+					}
+				})
+				agents = append(agents, agent)
+			}
+		}
+		claims := sampleAgentClaims(agents)
+		DeferCleanup(claims.stop)
+
+		leader := soleAgentLeader(agents, 20*time.Second)
+		Eventually(func(g Gomega) {
+			for _, agent := range agents {
+				status, err := agent.Leader()
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(status.GlobalHolder).To(Equal(leader.Pod.Identity()), "every agent names the global leader")
+			}
+		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+
+		By("SIGKILL of the leading agent: another takes over within the TTL plus 2 s")
+		killed := time.Now()
+		Expect(leader.Signal(syscall.SIGKILL)).To(Succeed())
+		rest := slices.DeleteFunc(slices.Clone(agents), func(x *framework.Agent) bool { return x == leader })
+		next := soleAgentLeader(rest, mclLeaseDuration+5*time.Second)
+		crash := time.Since(killed)
+		Expect(crash).To(BeNumerically("<", mclLeaseDuration+2*time.Second))
+
+		By("SIGTERM of the new leader: it releases, and the next leads in under a second")
+		terminated := time.Now()
+		Expect(next.Signal(syscall.SIGTERM)).To(Succeed())
+		last := slices.DeleteFunc(slices.Clone(rest), func(x *framework.Agent) bool { return x == next })
+		soleAgentLeader(last, 5*time.Second)
+		handover := time.Since(terminated)
+		AddReportEntry("multicluster agents", fmt.Sprintf("crash takeover %s, release handover %s", crash, handover))
+		Expect(handover).To(BeNumerically("<", time.Second))
+		Expect(claims.overlaps()).To(BeEmpty())
+	})
+
 	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {
 		b.stop()
 		b.startController(etcd, &skewedClock{start: time.Now(), offset: time.Hour, rate: 1.1})
@@ -531,6 +592,90 @@ func startCandidate(c *mclCluster, id string) *mclCandidate {
 		}
 	}()
 	return cand
+}
+
+// grantMultiClusterLeases lets namespace's pods elect on MultiClusterLeases: spec only, as the chart's
+// leasegate-multicluster-candidate ClusterRole does.
+func grantMultiClusterLeases(ctx context.Context, plane *framework.ControlPlane, namespace string) error {
+	if _, err := plane.Client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{v1alpha1.Resource},
+			Verbs: []string{"get", "list", "watch", "create", "update"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := plane.Client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "multicluster-candidate"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: framework.ServiceAccountName}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// soleAgentLeader waits until exactly one of agents says it leads.
+func soleAgentLeader(agents []*framework.Agent, timeout time.Duration) *framework.Agent {
+	var leader *framework.Agent
+	Eventually(func(g Gomega) {
+		var leading []*framework.Agent
+		for _, agent := range agents {
+			if agent.IsLeader() {
+				leading = append(leading, agent)
+			}
+		}
+		g.Expect(leading).To(HaveLen(1))
+		leader = leading[0]
+	}, timeout, 20*time.Millisecond).Should(Succeed())
+	return leader
+}
+
+// agentClaims asks every agent every 20 ms whether it leads, and records any instant two said yes in the
+// same round whose answers came back after the first question went out: sequential questions can
+// straddle a handover, so a round counts only if a later round confirms the earlier claimant still claims.
+type agentClaims struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	seen   []string
+}
+
+func sampleAgentClaims(agents []*framework.Agent) *agentClaims {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := &agentClaims{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		var prev map[*framework.Agent]bool
+		for ctx.Err() == nil {
+			now := map[*framework.Agent]bool{}
+			for _, agent := range agents {
+				if agent.IsLeader() {
+					now[agent] = true
+				}
+			}
+			// Two claims overlap only if both are seen in two consecutive rounds.
+			both := 0
+			for agent := range now {
+				if prev[agent] {
+					both++
+				}
+			}
+			if len(now) > 1 && both > 1 {
+				c.mu.Lock()
+				c.seen = append(c.seen, time.Now().Format(time.StampMilli))
+				c.mu.Unlock()
+			}
+			prev = now
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	return c
+}
+
+func (c *agentClaims) stop() { c.cancel(); <-c.done }
+
+func (c *agentClaims) overlaps() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.seen)
 }
 
 // startManager runs a controller-runtime manager in cluster c that elects through the library's lock;

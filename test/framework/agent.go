@@ -52,6 +52,8 @@ type AgentOptions struct {
 	Elections []lease.ElectionSpec
 	// GateUpstream, when set, puts the mutation gate in front of this address, on a free loopback port.
 	GateUpstream string
+	// LeaseKind, when set, is LEASEGATE_LEASE_KIND (MultiClusterLease: one leader across clusters).
+	LeaseKind string
 }
 
 // Agent is a running leasegate-agent process.
@@ -92,6 +94,9 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 	}
 	if opts.StatusFile != "" {
 		env = append(env, "LEASEGATE_STATUS_FILE="+opts.StatusFile)
+	}
+	if opts.LeaseKind != "" {
+		env = append(env, "LEASEGATE_LEASE_KIND="+opts.LeaseKind)
 	}
 	gatePort := 0
 	if opts.GateUpstream != "" {
