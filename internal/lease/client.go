@@ -7,6 +7,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
@@ -25,22 +26,31 @@ type Client struct {
 
 // NewClient builds a Lease client from config.
 func NewClient(config *rest.Config) (*Client, error) {
-	scheme := runtime.NewScheme()
-	if err := coordinationv1.AddToScheme(scheme); err != nil {
+	client, params, err := restClientFor(config, coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme)
+	if err != nil {
 		return nil, err
+	}
+	return &Client{rest: client, params: params}, nil
+}
+
+// restClientFor is a REST client for one API group version, with a scheme that knows only its types.
+func restClientFor(config *rest.Config, gv schema.GroupVersion, addToScheme func(*runtime.Scheme) error) (rest.Interface, runtime.ParameterCodec, error) {
+	scheme := runtime.NewScheme()
+	if err := addToScheme(scheme); err != nil {
+		return nil, nil, err
 	}
 	config = rest.CopyConfig(config)
 	config.APIPath = "/apis"
-	config.GroupVersion = &coordinationv1.SchemeGroupVersion
+	config.GroupVersion = &gv
 	config.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
 	if config.UserAgent == "" {
 		config.UserAgent = rest.DefaultKubernetesUserAgent()
 	}
 	client, err := rest.RESTClientFor(config)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return &Client{rest: client, params: runtime.NewParameterCodec(scheme)}, nil
+	return client, runtime.NewParameterCodec(scheme), nil
 }
 
 // Get reads one lease.

@@ -8,7 +8,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
 
@@ -35,22 +34,11 @@ var _ Store = (*MultiClusterStore)(nil)
 // NewMultiClusterStore builds a MultiClusterLease client from config, with a scheme that knows only that
 // API, as NewClient does for Leases.
 func NewMultiClusterStore(config *rest.Config) (*MultiClusterStore, error) {
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return nil, err
-	}
-	config = rest.CopyConfig(config)
-	config.APIPath = "/apis"
-	config.GroupVersion = &v1alpha1.GroupVersion
-	config.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if config.UserAgent == "" {
-		config.UserAgent = rest.DefaultKubernetesUserAgent()
-	}
-	client, err := rest.RESTClientFor(config)
+	client, params, err := restClientFor(config, v1alpha1.GroupVersion, v1alpha1.AddToScheme)
 	if err != nil {
 		return nil, err
 	}
-	return &MultiClusterStore{rest: client, params: runtime.NewParameterCodec(scheme)}, nil
+	return &MultiClusterStore{rest: client, params: params}, nil
 }
 
 // Get implements Store.

@@ -123,6 +123,16 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		}
 	})
 
+	// startWatched starts inA candidates in A and inB in B on a new election, and a monitor of their
+	// claims; both end with the spec.
+	startWatched := func(inA, inB int) ([]*mclCandidate, *twoLeaders) {
+		candidates := startCandidates(a, inA, b, inB)
+		DeferCleanup(stopAll, candidates)
+		monitor := watchForTwoLeaders(candidates)
+		DeferCleanup(monitor.stop)
+		return candidates, monitor
+	}
+
 	AfterAll(func() {
 		if multiclusterFigures.empty() {
 			return
@@ -197,10 +207,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	})
 
 	It("stops the leader's cluster before the other can win when it is cut off from etcd, and it follows once healed", func(ctx SpecContext) {
-		candidates := startCandidates(a, 1, b, 1)
-		DeferCleanup(stopAll, candidates)
-		monitor := watchForTwoLeaders(candidates)
-		DeferCleanup(monitor.stop)
+		candidates, monitor := startWatched(1, 1)
 		var stepDowns, margins []time.Duration
 		for run := range *multiclusterRuns {
 			leader := eventuallySoleLeader(candidates, 15*time.Second)
@@ -230,10 +237,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	})
 
 	It("has nobody lead while etcd has no quorum, and recovers by itself when it returns", func(ctx SpecContext) {
-		candidates := startCandidates(a, 1, b, 1)
-		DeferCleanup(stopAll, candidates)
-		monitor := watchForTwoLeaders(candidates)
-		DeferCleanup(monitor.stop)
+		candidates, monitor := startWatched(1, 1)
 		eventuallySoleLeader(candidates, 15*time.Second)
 
 		By("killing two of the three etcd members")
@@ -252,10 +256,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	})
 
 	It("never lets a candidate cut off while it waited claim a key freed meanwhile (no phantom leadership)", func(ctx SpecContext) {
-		candidates := startCandidates(a, 1, b, 1)
-		DeferCleanup(stopAll, candidates)
-		monitor := watchForTwoLeaders(candidates)
-		DeferCleanup(monitor.stop)
+		candidates, monitor := startWatched(1, 1)
 		leader := eventuallySoleLeader(candidates, 15*time.Second)
 		waiting := otherThan(candidates, leader)
 
@@ -281,10 +282,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	})
 
 	It("keeps its leader when an etcd member dies, and never has two when the etcd leader dies", func(ctx SpecContext) {
-		candidates := startCandidates(a, 1, b, 1)
-		DeferCleanup(stopAll, candidates)
-		monitor := watchForTwoLeaders(candidates)
-		DeferCleanup(monitor.stop)
+		candidates, monitor := startWatched(1, 1)
 		leader := eventuallySoleLeader(candidates, 15*time.Second)
 
 		etcdLeader, err := etcd.LeaderIndex(ctx)
@@ -450,10 +448,7 @@ guards:
 			b.stop()
 			b.startController(etcd, clock.RealClock{})
 		})
-		candidates := startCandidates(a, 1, b, 1)
-		DeferCleanup(stopAll, candidates)
-		monitor := watchForTwoLeaders(candidates)
-		DeferCleanup(monitor.stop)
+		candidates, monitor := startWatched(1, 1)
 		for round := range 2 {
 			leader := eventuallySoleLeader(candidates, 15*time.Second)
 			By(fmt.Sprintf("round %d: cutting %s's controller off from etcd", round, leader.cluster.name))
