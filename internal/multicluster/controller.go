@@ -61,8 +61,8 @@ type election struct {
 	term *Term
 	// The candidate's liveness, timed on this controller's clock from when it last saw the spec change,
 	// as client-go's elector does: never from the renewTime another machine wrote.
-	holder, renewTime string
-	changedAt         time.Time
+	holder               string
+	renewTime, changedAt time.Time
 }
 
 // SetupWithManager runs the controller on the manager's elected replica, woken by MultiClusterLease
@@ -100,7 +100,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	e := c.election(req.NamespacedName)
 	now := c.Clock.Now()
 	candidate, ttl := ptr.Deref(mcl.Spec.HolderIdentity, ""), time.Duration(ptr.Deref(mcl.Spec.LeaseDurationSeconds, 0))*time.Second
-	if renew := fmt.Sprint(mcl.Spec.RenewTime); candidate != e.holder || renew != e.renewTime {
+	if renew := ptr.Deref(mcl.Spec.RenewTime, metav1.MicroTime{}).Time; candidate != e.holder || !renew.Equal(e.renewTime) {
 		e.holder, e.renewTime, e.changedAt = candidate, renew, now
 	}
 	live := candidate != "" && ttl > 0 && now.Sub(e.changedAt) < ttl
@@ -113,7 +113,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// by its TTL, which is never sooner than the validUntil already published.
 		term := *e.term
 		e.term = nil
-		if err := c.writeStatus(ctx, mcl, statusNone(mcl), metav1.ConditionTrue); err != nil {
+		if err := c.writeStatus(ctx, mcl, statusNone(mcl)); err != nil {
 			log.Error(err, "Could not withdraw the global leader from status; the term ends by its TTL", "holder", term.Claim.Holder)
 			return ctrl.Result{}, err
 		}
@@ -144,13 +144,13 @@ func (c *Controller) confirm(ctx context.Context, log logr.Logger, mcl *v1alpha1
 	case errors.Is(err, ErrLost):
 		log.Info("Global term lost in the backend", "holder", e.term.Claim.Holder, "token", e.term.Token)
 		e.term = nil
-		return requeueIf(true), c.writeStatus(ctx, mcl, statusNone(mcl), metav1.ConditionTrue)
+		return requeueIf(true), c.writeStatus(ctx, mcl, statusNone(mcl))
 	case err != nil:
 		// validUntil stays as it was: the leader here stops by itself when it passes.
 		log.Error(err, "Could not confirm the global term; the leader here stops at validUntil unless a retry succeeds")
-		return ctrl.Result{RequeueAfter: ttl / 10}, c.writeCondition(ctx, mcl, metav1.ConditionFalse, err)
+		return ctrl.Result{RequeueAfter: ttl / 10}, c.writeUnreachable(ctx, mcl, err)
 	}
-	return ctrl.Result{RequeueAfter: lapse}, c.writeStatus(ctx, mcl, c.statusLeading(mcl, *e.term, sent), metav1.ConditionTrue)
+	return ctrl.Result{RequeueAfter: lapse}, c.writeStatus(ctx, mcl, c.statusLeading(mcl, *e.term, sent))
 }
 
 // campaign contends for the global term on behalf of the live local candidate, or mirrors who holds it.
@@ -168,7 +168,7 @@ func (c *Controller) campaign(ctx context.Context, log logr.Logger, mcl *v1alpha
 			return c.confirm(ctx, log, mcl, e, ttl, lapse)
 		}
 		// A term of this cluster for a candidate that is no longer ours: withdraw it from status and end it.
-		if err := c.writeStatus(ctx, mcl, statusNone(mcl), metav1.ConditionTrue); err != nil {
+		if err := c.writeStatus(ctx, mcl, statusNone(mcl)); err != nil {
 			return ctrl.Result{}, err
 		}
 		c.resign(log, held)
@@ -181,15 +181,15 @@ func (c *Controller) campaign(ctx context.Context, log logr.Logger, mcl *v1alpha
 		if err == nil && won {
 			log.Info("Won the global term", "holder", candidate, "token", held.Token)
 			e.term = &held
-			return ctrl.Result{RequeueAfter: lapse}, c.writeStatus(ctx, mcl, c.statusLeading(mcl, held, sent), metav1.ConditionTrue)
+			return ctrl.Result{RequeueAfter: lapse}, c.writeStatus(ctx, mcl, c.statusLeading(mcl, held, sent))
 		}
 	}
 	if err != nil {
 		log.Error(err, "Could not reach the global backend; no candidate of this cluster can win meanwhile")
-		return ctrl.Result{RequeueAfter: ttl / 10}, c.writeCondition(ctx, mcl, metav1.ConditionFalse, err)
+		return ctrl.Result{RequeueAfter: ttl / 10}, c.writeUnreachable(ctx, mcl, err)
 	}
 	// Another cluster leads. The backend's watch wakes us when its key goes; the requeue is a safety net.
-	return ctrl.Result{RequeueAfter: ttl}, c.writeStatus(ctx, mcl, c.statusMirror(mcl, held), metav1.ConditionTrue)
+	return ctrl.Result{RequeueAfter: ttl}, c.writeStatus(ctx, mcl, c.statusMirror(mcl, held))
 }
 
 // mirror publishes who leads globally while this cluster has no live candidate.
@@ -199,12 +199,12 @@ func (c *Controller) mirror(ctx context.Context, log logr.Logger, mcl *v1alpha1.
 	held, ok, err := c.Backend.Get(callCtx, key)
 	if err != nil {
 		log.V(1).Info("Could not read the global leader", "error", err.Error())
-		return c.writeCondition(ctx, mcl, metav1.ConditionFalse, err)
+		return c.writeUnreachable(ctx, mcl, err)
 	}
 	if !ok {
-		return c.writeStatus(ctx, mcl, statusNone(mcl), metav1.ConditionTrue)
+		return c.writeStatus(ctx, mcl, statusNone(mcl))
 	}
-	return c.writeStatus(ctx, mcl, c.statusMirror(mcl, held), metav1.ConditionTrue)
+	return c.writeStatus(ctx, mcl, c.statusMirror(mcl, held))
 }
 
 func (c *Controller) resign(log logr.Logger, term Term) {
@@ -242,8 +242,9 @@ func statusNone(mcl *v1alpha1.MultiClusterLease) v1alpha1.MultiClusterLeaseStatu
 	}
 }
 
-// writeStatus patches mcl's status to s, with the Leading condition derived from it.
-func (c *Controller) writeStatus(ctx context.Context, mcl *v1alpha1.MultiClusterLease, s v1alpha1.MultiClusterLeaseStatus, reachable metav1.ConditionStatus) error {
+// writeStatus patches mcl's status to s, an outcome the backend answered: the Leading condition derived
+// from it, BackendReachable true.
+func (c *Controller) writeStatus(ctx context.Context, mcl *v1alpha1.MultiClusterLease, s v1alpha1.MultiClusterLeaseStatus) error {
 	leading, reason := metav1.ConditionFalse, "OtherCluster"
 	switch {
 	case s.ValidUntil != nil:
@@ -253,18 +254,16 @@ func (c *Controller) writeStatus(ctx context.Context, mcl *v1alpha1.MultiCluster
 	}
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionLeading, Status: leading,
 		Reason: reason, ObservedGeneration: mcl.Generation, Message: leadingMessage(s, c.Cluster)})
-	if reachable == metav1.ConditionTrue {
-		meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackendReachable,
-			Status: metav1.ConditionTrue, Reason: "Reachable", ObservedGeneration: mcl.Generation, Message: "the global backend answered"})
-	}
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackendReachable,
+		Status: metav1.ConditionTrue, Reason: "Reachable", ObservedGeneration: mcl.Generation, Message: "the global backend answered"})
 	return c.patchStatus(ctx, mcl, s)
 }
 
-// writeCondition records that the backend could not be reached, changing nothing else.
-func (c *Controller) writeCondition(ctx context.Context, mcl *v1alpha1.MultiClusterLease, status metav1.ConditionStatus, cause error) error {
+// writeUnreachable records that the backend could not be reached, changing nothing else.
+func (c *Controller) writeUnreachable(ctx context.Context, mcl *v1alpha1.MultiClusterLease, cause error) error {
 	var s v1alpha1.MultiClusterLeaseStatus
 	mcl.Status.DeepCopyInto(&s)
-	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackendReachable, Status: status,
+	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackendReachable, Status: metav1.ConditionFalse,
 		Reason: "Unreachable", ObservedGeneration: mcl.Generation, Message: cause.Error()})
 	return c.patchStatus(ctx, mcl, s)
 }

@@ -13,8 +13,9 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// DefaultPrefix is where the election keys live in etcd: <prefix><namespace>/<name>.
-const DefaultPrefix = "/leasegate/multiclusterleases/"
+// KeyPrefix is where the election keys live in etcd: <prefix><namespace>/<name>. Keep it leasegate's:
+// a key deleted by anyone else while its etcd lease lives lets another cluster win early.
+const KeyPrefix = "/leasegate/multiclusterleases/"
 
 // Etcd is the etcd v3 backend: a term is a key created under an etcd lease with a transaction that
 // requires the key not to exist, its fencing token the key's create revision.
@@ -107,7 +108,7 @@ func (e *Etcd) Get(ctx context.Context, key string) (Term, bool, error) {
 func (e *Etcd) Watch(ctx context.Context, changed func(key string)) {
 	for ctx.Err() == nil {
 		watchCtx, cancel := context.WithCancel(clientv3.WithRequireLeader(ctx))
-		for resp := range e.Client.Watch(watchCtx, DefaultPrefix, clientv3.WithPrefix()) {
+		for resp := range e.Client.Watch(watchCtx, KeyPrefix, clientv3.WithPrefix()) {
 			if err := resp.Err(); err != nil {
 				e.Log.V(1).Info("Watch of the global backend ended; watching again", "error", err.Error())
 				break
@@ -146,11 +147,11 @@ func isLeaseNotFound(err error) bool {
 
 // Key is the etcd key of the MultiClusterLease namespace/name: the same in every cluster, which is what
 // makes the MultiClusterLeases of one namespace and name one election.
-func Key(namespace, name string) string { return DefaultPrefix + namespace + "/" + name }
+func Key(namespace, name string) string { return KeyPrefix + namespace + "/" + name }
 
 // ParseKey is the namespace and name of a MultiClusterLease's key.
 func ParseKey(key string) (namespace, name string, ok bool) {
-	rest, found := strings.CutPrefix(key, DefaultPrefix)
+	rest, found := strings.CutPrefix(key, KeyPrefix)
 	if !found {
 		return "", "", false
 	}

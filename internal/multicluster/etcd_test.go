@@ -13,8 +13,8 @@ func TestKeyRoundTrip(t *testing.T) {
 	}{
 		{"a MultiClusterLease's key", Key("shop", "orders"), "shop", "orders", true},
 		{"a key outside the prefix", "/registry/leases/shop/orders", "", "", false},
-		{"a key without a name", DefaultPrefix + "shop/", "", "", false},
-		{"a key without a namespace", DefaultPrefix + "/orders", "", "", false},
+		{"a key without a name", KeyPrefix + "shop/", "", "", false},
+		{"a key without a namespace", KeyPrefix + "/orders", "", "", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

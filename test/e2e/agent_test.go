@@ -46,13 +46,18 @@ func startAgents(ctx context.Context, namespace string, n int, opts framework.Ag
 func startAgent(pod *framework.Pod, opts framework.AgentOptions) *framework.Agent {
 	agent, err := framework.StartAgent(agentBinary, pod, leaseName, opts)
 	Expect(err).NotTo(HaveOccurred())
+	stopAtCleanup(agent)
+	return agent
+}
+
+// stopAtCleanup stops agent when the spec ends, reporting its logs if the spec failed.
+func stopAtCleanup(agent *framework.Agent) {
 	DeferCleanup(func() {
 		agent.Stop()
 		if CurrentSpecReport().Failed() {
-			AddReportEntry("logs of "+pod.Name, agent.Logs())
+			AddReportEntry("logs of "+agent.Pod.Name, agent.Logs())
 		}
 	})
-	return agent
 }
 
 // soleLeader waits until exactly one agent claims leadership, all agree on its identity, and returns it.

@@ -80,12 +80,7 @@ func startInjectedAgents(ctx context.Context, pods []*corev1.Pod) []*framework.A
 		Expect(err).NotTo(HaveOccurred())
 		agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
 		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(func() {
-			agent.Stop()
-			if CurrentSpecReport().Failed() {
-				AddReportEntry("logs of "+pod.Name, agent.Logs())
-			}
-		})
+		stopAtCleanup(agent)
 		agents = append(agents, agent)
 	}
 	return agents

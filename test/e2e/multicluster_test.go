@@ -397,17 +397,11 @@ guards:
 					LeaseKind: "MultiClusterLease",
 				})
 				Expect(err).NotTo(HaveOccurred())
-				DeferCleanup(func() {
-					agent.Stop()
-					if CurrentSpecReport().Failed() {
-						AddReportEntry("logs of "+pod.Name, agent.Logs())
-					}
-				})
+				stopAtCleanup(agent)
 				agents = append(agents, agent)
 			}
 		}
-		claims := sampleAgentClaims(agents)
-		DeferCleanup(claims.stop)
+		claims := sampleClaims(ctx, agents)
 
 		leader := soleAgentLeader(agents, 20*time.Second)
 		Eventually(func(g Gomega) {
@@ -434,7 +428,8 @@ guards:
 		handover := time.Since(terminated)
 		AddReportEntry("multicluster agents", fmt.Sprintf("crash takeover %s, release handover %s", crash, handover))
 		Expect(handover).To(BeNumerically("<", time.Second))
-		Expect(claims.overlaps()).To(BeEmpty())
+		_, overlaps := claims.stop()
+		Expect(overlaps).To(BeEmpty())
 	})
 
 	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {
@@ -621,56 +616,6 @@ func soleAgentLeader(agents []*framework.Agent, timeout time.Duration) *framewor
 		leader = leading[0]
 	}, timeout, 20*time.Millisecond).Should(Succeed())
 	return leader
-}
-
-// agentClaims asks every agent every 20 ms whether it leads, and records any instant two said yes in the
-// same round whose answers came back after the first question went out: sequential questions can
-// straddle a handover, so a round counts only if a later round confirms the earlier claimant still claims.
-type agentClaims struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	mu     sync.Mutex
-	seen   []string
-}
-
-func sampleAgentClaims(agents []*framework.Agent) *agentClaims {
-	ctx, cancel := context.WithCancel(context.Background())
-	c := &agentClaims{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(c.done)
-		var prev map[*framework.Agent]bool
-		for ctx.Err() == nil {
-			now := map[*framework.Agent]bool{}
-			for _, agent := range agents {
-				if agent.IsLeader() {
-					now[agent] = true
-				}
-			}
-			// Two claims overlap only if both are seen in two consecutive rounds.
-			both := 0
-			for agent := range now {
-				if prev[agent] {
-					both++
-				}
-			}
-			if len(now) > 1 && both > 1 {
-				c.mu.Lock()
-				c.seen = append(c.seen, time.Now().Format(time.StampMilli))
-				c.mu.Unlock()
-			}
-			prev = now
-			time.Sleep(20 * time.Millisecond)
-		}
-	}()
-	return c
-}
-
-func (c *agentClaims) stop() { c.cancel(); <-c.done }
-
-func (c *agentClaims) overlaps() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Clone(c.seen)
 }
 
 // startManager runs a controller-runtime manager in cluster c that elects through the library's lock;
