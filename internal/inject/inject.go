@@ -21,6 +21,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 const (
@@ -49,6 +50,8 @@ type Namespace struct {
 type Capabilities struct {
 	// NativeSidecars: init containers with restartPolicy Always (Kubernetes 1.29+).
 	NativeSidecars bool
+	// MultiClusterLeases: the MultiClusterLease CRD is installed (the chart's crds/).
+	MultiClusterLeases bool
 }
 
 // Options are the inputs that do not come from the request.
@@ -79,6 +82,9 @@ type Status struct {
 	// RestartOnLoss is the lease whose loss makes the pod evict itself (leasegate.io/on-loss: restart):
 	// its service account may evict it, and the webhook lets only the pod itself do so, once it lost it.
 	RestartOnLoss string `json:"restartOnLoss,omitempty"`
+	// LeaseKind is MultiClusterLease when the pod elects across clusters (leasegate.io/lease-kind): its
+	// leases are MultiClusterLeases, provisioned as such. Empty: Leases.
+	LeaseKind string `json:"leaseKind,omitempty"`
 }
 
 // Readiness and start modes (annotations leasegate.io/readiness and leasegate.io/start).
@@ -144,6 +150,8 @@ type plan struct {
 	gate *gatePlan
 	// restartOnLoss: the agent evicts the pod when it loses the start election's lease.
 	restartOnLoss bool
+	// multiCluster: every election is on a MultiClusterLease (leasegate.io/lease-kind).
+	multiCluster bool
 	margin        time.Duration
 	native        bool
 	port          int32
@@ -232,6 +240,9 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 		errs = append(errs, field.Forbidden(annotations.Key(key),
 			"start: leader needs the agent as a native sidecar (Kubernetes 1.29+ and agent.nativeSidecar auto or always in leasegate-config)"))
 	}
+	var kindErrs field.ErrorList
+	p.multiCluster, kindErrs = planLeaseKind(pod.Annotations, p, opts.Caps, annotations)
+	errs = append(errs, kindErrs...)
 	p.port = freePort(pod, cfg.Agent.Port)
 	var gateErrs field.ErrorList
 	p.gate, gateErrs = planGate(pod, p.elections, p.port, annotations)
@@ -245,6 +256,37 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 		return nil, fmt.Errorf("leasegate cannot inject this pod: %s", strings.Join(msgs, "; "))
 	}
 	return p, nil
+}
+
+// planLeaseKind reads leasegate.io/lease-kind. A MultiClusterLease needs its CRD served, and a lease
+// duration the CRD admits: it is the global backend's TTL, in whole seconds of at least
+// v1alpha1.MinLeaseDurationSeconds.
+func planLeaseKind(podAnnotations map[string]string, p *plan, caps Capabilities, annotations *field.Path) (bool, field.ErrorList) {
+	path := annotations.Key(labels.LeaseKind)
+	switch v, ok := podAnnotations[labels.LeaseKind]; {
+	case !ok || v == config.LeaseKindLease:
+		return false, nil
+	case v != config.LeaseKindMultiClusterLease:
+		return false, field.ErrorList{field.NotSupported(path, v, []string{config.LeaseKindLease, config.LeaseKindMultiClusterLease})}
+	case !caps.MultiClusterLeases:
+		return false, field.ErrorList{field.Invalid(path, v, fmt.Sprintf(
+			"this API server does not serve %s: install leasegate's CRDs (the chart's crds/, or config/crd) and restart leasegate-webhook",
+			v1alpha1.GroupVersion.WithResource(v1alpha1.Resource).GroupResource()))}
+	}
+	var errs field.ErrorList
+	shortest := time.Duration(v1alpha1.MinLeaseDurationSeconds) * time.Second
+	for _, e := range p.elections {
+		if e.timing.LeaseDuration < shortest {
+			where := annotations.Key(labels.LeaseDuration)
+			if p.multi {
+				where = annotations.Key(labels.Elections).Child(e.name, "leaseDuration")
+			}
+			errs = append(errs, field.Invalid(where, e.timing.LeaseDuration.String(), fmt.Sprintf(
+				"a MultiClusterLease's lease duration is the global backend's TTL and must be at least %s; set it (or a takeover objective of at least %s plus the clock skew margin)",
+				shortest, shortest)))
+		}
+	}
+	return true, errs
 }
 
 // freePort is the first port from want upward that no container of the pod declares: the agent shares
@@ -319,6 +361,9 @@ func (p *plan) apply(pod *corev1.Pod) {
 	if p.restartOnLoss {
 		recorded.RestartOnLoss = p.startElection().lease
 	}
+	if p.multiCluster {
+		recorded.LeaseKind = config.LeaseKindMultiClusterLease
+	}
 	if p.multi {
 		for _, e := range p.elections {
 			recorded.Leases = append(recorded.Leases, e.lease)
@@ -391,6 +436,9 @@ func (p *plan) container() corev1.Container {
 func (p *plan) agentEnv() []corev1.EnvVar {
 	env := append(downwardEnv(), p.electionEnv()...)
 	env = append(env, corev1.EnvVar{Name: "LEASEGATE_CLOCK_SKEW_MARGIN", Value: p.margin.String()})
+	if p.multiCluster {
+		env = append(env, corev1.EnvVar{Name: "LEASEGATE_LEASE_KIND", Value: config.LeaseKindMultiClusterLease})
+	}
 	if !p.multi {
 		env = append(env, corev1.EnvVar{Name: "LEASEGATE_READINESS", Value: p.elections[0].readiness})
 	}

@@ -24,6 +24,8 @@ type goldenCase struct {
 	input string
 	// oldAPIServer: the API server predates native sidecars (Kubernetes < 1.29).
 	oldAPIServer bool
+	// noMultiClusterCRD: the API server does not serve MultiClusterLeases.
+	noMultiClusterCRD bool
 	// config is leasegate-config's config.yaml for this case; testConfig when empty.
 	config string
 }
@@ -61,6 +63,10 @@ var goldenCases = []goldenCase{
 	{input: "gate-invalid.yaml"},
 	{input: "on-loss-restart.yaml"},
 	{input: "on-loss-invalid.yaml"},
+	{input: "multicluster-lease.yaml"},
+	{input: "multicluster-lease-invalid.yaml"},
+	{input: "multicluster-lease-misspelled.yaml"},
+	{input: "multicluster-lease-no-crd.yaml", noMultiClusterCRD: true},
 }
 
 const testConfig = "agent:\n  image: registry.example/leasegate-agent:test\n"
@@ -85,7 +91,7 @@ func TestInjectGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaces[pod.Namespace]},
-				Options{Config: cfg, Caps: Capabilities{NativeSidecars: !tc.oldAPIServer}, OwnNamespace: "leasegate-system"})
+				Options{Config: cfg, Caps: Capabilities{NativeSidecars: !tc.oldAPIServer, MultiClusterLeases: !tc.noMultiClusterCRD}, OwnNamespace: "leasegate-system"})
 			compareGolden(t, filepath.Join("testdata", tc.input+".injected"), render(t, result, err))
 		})
 	}

@@ -22,47 +22,96 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 const (
 	// fieldOwner is leasegate's server-side apply field manager.
 	fieldOwner = "leasegate"
-	// podLeaseIndex indexes cached injected pods by "<namespace>/<lease>".
+	// podLeaseIndex indexes cached injected pods by "<namespace>/<lock key>".
 	podLeaseIndex = "leasegate.io/lease"
-	// rbacPrefix names the Role and RoleBinding of lease L "leasegate-L".
+	// rbacPrefix names the Role and RoleBinding of the lock with key K "leasegate-K".
 	rbacPrefix = "leasegate-"
+	// multiClusterKeyPrefix starts the key of a MultiClusterLease: "multiclusterlease:<name>". No Lease
+	// name has a colon, so a Lease and a MultiClusterLease of one name never share a key, a Role or a
+	// RoleBinding, and RBAC names may have one ("system:controller:..." do).
+	multiClusterKeyPrefix = "multiclusterlease:"
 )
 
+// lock is what one election of injected pods elects on: a Lease, or a MultiClusterLease. Its key names
+// it in reconcile requests, in the pod index and, after rbacPrefix, in its Role and RoleBinding.
+type lock struct {
+	name         string
+	multiCluster bool
+}
+
+func (l lock) key() string {
+	if l.multiCluster {
+		return multiClusterKeyPrefix + l.name
+	}
+	return l.name
+}
+
+func lockOf(key string) lock {
+	name, multiCluster := strings.CutPrefix(key, multiClusterKeyPrefix)
+	return lock{name: name, multiCluster: multiCluster}
+}
+
+// object is the lock's API object, labelled as leasegate's.
+func (l lock) object(namespace string) client.Object {
+	meta := metav1.ObjectMeta{Namespace: namespace, Name: l.name, Labels: map[string]string{labels.Managed: "true"}}
+	if l.multiCluster {
+		return &v1alpha1.MultiClusterLease{ObjectMeta: meta}
+	}
+	return &coordinationv1.Lease{ObjectMeta: meta}
+}
+
+// rule lets a candidate read, watch and renew this one lock: a MultiClusterLease's spec only, since its
+// status is the election controller's (a /status subresource RBAC names apart).
+func (l lock) rule() *rbacv1ac.PolicyRuleApplyConfiguration {
+	group, resource := coordinationv1.GroupName, "leases"
+	if l.multiCluster {
+		group, resource = v1alpha1.GroupVersion.Group, v1alpha1.Resource
+	}
+	// The agent's informer lists and watches with fieldSelector metadata.name=<lease>, which RBAC
+	// matches against resourceNames, so even list and watch are limited to this one lock.
+	return rbacv1ac.PolicyRule().WithAPIGroups(group).WithResources(resource).WithResourceNames(l.name).
+		WithVerbs("get", "list", "watch", "update", "patch")
+}
+
 // Provisioner gives the pods of each lease exactly the rights their agents need, and takes them away
-// when the last such pod is gone: the Lease object (created once, never overwritten), a Role allowing
-// get/list/watch/update/patch on that one lease name, and a RoleBinding for the service accounts of the
-// pods that use it.
+// when the last such pod is gone: the Lease (or MultiClusterLease) object, created once and never
+// overwritten, a Role allowing get/list/watch/update/patch on that one name, and a RoleBinding for the
+// service accounts of the pods that use it.
 //
 // It reconciles from an informer cache of injected pods rather than acting inside the admission request:
 // admission stays free of side effects (so dry-run needs no special case), and a pod whose creation
 // fails after admission never leaves rights behind.
 type Provisioner struct {
 	Client client.Client
+	// MultiClusterLeases: the CRD is served, so deleted MultiClusterLeases are watched (and recreated).
+	MultiClusterLeases bool
 }
 
 // SetupWithManager registers the provisioner; it runs on the elected leader only.
 func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, func(o client.Object) []string {
 		var keys []string
-		for _, lease := range leasesOf(o.(*corev1.Pod)) {
-			keys = append(keys, o.GetNamespace()+"/"+lease)
+		for _, l := range locksOf(o.(*corev1.Pod)) {
+			keys = append(keys, o.GetNamespace()+"/"+l.key())
 		}
 		return keys
 	}); err != nil {
 		return err
 	}
-	// Requests are "<namespace>/<lease>". Pods map by their status annotation (one request per lease of a
-	// pod with several elections), provisioned objects by name.
+	// Requests are "<namespace>/<lock key>". Pods map by their status annotation (one request per lease
+	// of a pod with several elections), provisioned objects by name.
 	byPodLease := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		var requests []reconcile.Request
-		for _, lease := range leasesOf(o.(*corev1.Pod)) {
-			requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: lease}})
+		for _, l := range locksOf(o.(*corev1.Pod)) {
+			requests = append(requests, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: l.key()}})
 		}
 		return requests
 	})
@@ -91,22 +140,26 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 		UpdateFunc:  func(event.UpdateEvent) bool { return false },
 		GenericFunc: func(event.GenericEvent) bool { return false },
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("lease-provisioner").
 		Watches(&corev1.Pod{}, byPodLease, builder.WithPredicates(arrivalsAndDepartures)).
 		Watches(&rbacv1.Role{}, byObjectName(rbacPrefix), builder.WithPredicates(managed)).
 		Watches(&rbacv1.RoleBinding{}, byObjectName(rbacPrefix), builder.WithPredicates(managed)).
-		Watches(&coordinationv1.Lease{}, byObjectName(""), builder.WithPredicates(managed, deletions)).
-		Complete(p)
+		Watches(&coordinationv1.Lease{}, byObjectName(""), builder.WithPredicates(managed, deletions))
+	if p.MultiClusterLeases {
+		b = b.Watches(&v1alpha1.MultiClusterLease{}, byObjectName(multiClusterKeyPrefix), builder.WithPredicates(managed, deletions))
+	}
+	return b.Complete(p)
 }
 
-// Reconcile brings the Lease, Role and RoleBinding of one lease in line with the pods that use it.
+// Reconcile brings the lock, Role and RoleBinding of one lease in line with the pods that use it.
 func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pods := &corev1.PodList{}
 	if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: req.Namespace + "/" + req.Name}); err != nil {
 		return reconcile.Result{}, err
 	}
 	// Terminating pods keep their rights: their agents release the lease on the way out.
+	l := lockOf(req.Name)
 	var accounts, evictable []string
 	for i := range pods.Items {
 		sa := pods.Items[i].Spec.ServiceAccountName
@@ -114,7 +167,7 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 			sa = "default"
 		}
 		accounts = append(accounts, sa)
-		if StatusOf(&pods.Items[i]).RestartOnLoss == req.Name {
+		if StatusOf(&pods.Items[i]).RestartOnLoss == l.name {
 			evictable = append(evictable, pods.Items[i].Name)
 		}
 	}
@@ -124,34 +177,23 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 
 	var err error
 	if len(accounts) == 0 {
-		err = p.remove(ctx, req.NamespacedName)
+		err = p.remove(ctx, req.Namespace, l)
 		provisions.WithLabelValues(resultOf(err, "removed")).Inc()
 	} else {
-		err = p.provision(ctx, req.NamespacedName, accounts, evictable)
+		err = p.provision(ctx, req.Namespace, l, accounts, evictable)
 		provisions.WithLabelValues(resultOf(err, "provisioned")).Inc()
 	}
 	return reconcile.Result{}, err
 }
 
-func (p *Provisioner) provision(ctx context.Context, lease types.NamespacedName, accounts, evictable []string) error {
+func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) error {
 	managed := map[string]string{labels.Managed: "true"}
-	err := p.Client.Create(ctx, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-		Namespace: lease.Namespace, Name: lease.Name, Labels: managed,
-	}})
-	if err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := p.Client.Create(ctx, l.object(namespace)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
 
-	name := rbacPrefix + lease.Name
-	role := rbacv1ac.Role(name, lease.Namespace).WithLabels(managed).WithRules(
-		// The agent's informer lists and watches with fieldSelector metadata.name=<lease>, which RBAC
-		// matches against resourceNames, so even list and watch are limited to this one lease.
-		rbacv1ac.PolicyRule().
-			WithAPIGroups(coordinationv1.GroupName).
-			WithResources("leases").
-			WithResourceNames(lease.Name).
-			WithVerbs("get", "list", "watch", "update", "patch"),
-	)
+	name := rbacPrefix + l.key()
+	role := rbacv1ac.Role(name, namespace).WithLabels(managed).WithRules(l.rule())
 	if len(evictable) > 0 {
 		// Pods with on-loss: restart evict themselves: create evictions of exactly these pods, by name.
 		// The service account is shared by the replicas, so the webhook (evictions.leasegate.io) admits a
@@ -162,21 +204,21 @@ func (p *Provisioner) provision(ctx context.Context, lease types.NamespacedName,
 	if err := p.Client.Apply(ctx, role, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
 		return err
 	}
-	binding := rbacv1ac.RoleBinding(name, lease.Namespace).WithLabels(managed).
+	binding := rbacv1ac.RoleBinding(name, namespace).WithLabels(managed).
 		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name))
 	for _, sa := range accounts {
-		binding.WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(lease.Namespace).WithName(sa))
+		binding.WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(namespace).WithName(sa))
 	}
 	return p.Client.Apply(ctx, binding, client.FieldOwner(fieldOwner), client.ForceOwnership)
 }
 
 // remove deletes what provision made, and only that: objects without the managed label are the user's.
-func (p *Provisioner) remove(ctx context.Context, lease types.NamespacedName) error {
-	name := rbacPrefix + lease.Name
+func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) error {
+	name := rbacPrefix + l.key()
 	for _, obj := range []client.Object{
-		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: name}},
-		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: name}},
-		&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: lease.Namespace, Name: lease.Name}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
+		l.object(namespace),
 	} {
 		if err := p.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
 			continue
@@ -193,14 +235,19 @@ func (p *Provisioner) remove(ctx context.Context, lease types.NamespacedName) er
 	return nil
 }
 
-// leasesOf are the leases an injected pod's status annotation records: its lease, or those of its
-// elections.
-func leasesOf(pod *corev1.Pod) []string {
+// locksOf are the locks an injected pod's status annotation records: its lease, or those of its
+// elections, each a Lease or, with leaseKind MultiClusterLease, a MultiClusterLease.
+func locksOf(pod *corev1.Pod) []lock {
 	s := StatusOf(pod)
+	names := s.Leases
 	if s.Lease != "" {
-		return []string{s.Lease}
+		names = []string{s.Lease}
 	}
-	return s.Leases
+	locks := make([]lock, len(names))
+	for i, name := range names {
+		locks[i] = lock{name: name, multiCluster: s.LeaseKind == config.LeaseKindMultiClusterLease}
+	}
+	return locks
 }
 
 // StatusOf reads an injected pod's status annotation; the zero Status for any other pod.

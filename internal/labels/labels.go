@@ -27,6 +27,9 @@ const (
 	GateElection    = "leasegate.io/gate-election"
 	// OnLoss is what a pod does when it loses the lease it held: keep, or restart (evict itself).
 	OnLoss = "leasegate.io/on-loss"
+	// LeaseKind is what the pod's elections elect on: Lease (default), or MultiClusterLease (one leader
+	// across clusters, confirmed by leasegate's election controller).
+	LeaseKind = "leasegate.io/lease-kind"
 
 	// Status records what was injected, so that a re-invocation changes nothing.
 	Status = "leasegate.io/status"

@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -135,7 +136,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return err
 	}
-	if err := (&inject.Provisioner{Client: mgr.GetClient()}).SetupWithManager(mgr); err != nil {
+	if err := (&inject.Provisioner{Client: mgr.GetClient(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
 		return err
 	}
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
@@ -199,7 +200,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return err
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "webhookPort", opts.WebhookPort,
-		"nativeSidecars", caps.NativeSidecars, "agentImage", initial.Agent.Image)
+		"nativeSidecars", caps.NativeSidecars, "multiClusterLeases", caps.MultiClusterLeases, "agentImage", initial.Agent.Image)
 	return mgr.Start(ctx)
 }
 
@@ -215,5 +216,13 @@ func capabilities(config *rest.Config) (inject.Capabilities, error) {
 	}
 	major, _ := strconv.Atoi(v.Major)
 	minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
-	return inject.Capabilities{NativeSidecars: major > 1 || (major == 1 && minor >= 29)}, nil
+	caps := inject.Capabilities{NativeSidecars: major > 1 || (major == 1 && minor >= 29)}
+	_, err = dc.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
+	switch {
+	case err == nil:
+		caps.MultiClusterLeases = true
+	case !apierrors.IsNotFound(err):
+		return inject.Capabilities{}, fmt.Errorf("asking the API server whether it serves %s: %w", v1alpha1.GroupVersion, err)
+	}
+	return caps, nil
 }

@@ -348,6 +348,9 @@ type Eviction struct {
 	PodName, PodUID string
 	// Lease is the lease whose loss restarts it; nil when it does not exist.
 	Lease *coordinationv1.Lease
+	// MultiClusterLease, instead, is the lock of a pod that elects across clusters: it has lost once this
+	// cluster's status no longer names it as the local leader (LocalLeader), whatever its local candidacy.
+	MultiClusterLease *v1alpha1.MultiClusterLease
 }
 
 // DecideEviction admits a pod's eviction of itself once it has lost its lease, and no other eviction from
@@ -360,20 +363,29 @@ func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
 		return Verdict{Reason: NotGated}
 	}
 	v := Verdict{}
-	if e.Lease != nil {
+	switch {
+	case e.Lease != nil:
 		v.LeaseNamespace, v.LeaseName = e.Lease.Namespace, e.Lease.Name
+	case e.MultiClusterLease != nil:
+		v.LeaseNamespace, v.LeaseName = e.MultiClusterLease.Namespace, e.MultiClusterLease.Name
 	}
 	if podName != e.PodName || podUID != e.PodUID {
 		v.Reason, v.Outcome = EvictsOther, Denied
 		return v
 	}
-	if e.Lease != nil {
+	leading := false
+	switch {
+	case e.Lease != nil:
 		j := lease.Judge(&e.Lease.Spec, now, margin)
 		v.Holder = j.Holder
-		if j.State == lease.Held && lease.AgentFormat.Names(j.Holder, podName, podUID) {
-			v.Reason, v.Outcome = EvictsWhileHolding, Denied
-			return v
-		}
+		leading = j.State == lease.Held && lease.AgentFormat.Names(j.Holder, podName, podUID)
+	case e.MultiClusterLease != nil:
+		v.Holder = e.MultiClusterLease.Status.GlobalHolder
+		leading = lease.AgentFormat.Names(e.MultiClusterLease.Status.LocalLeader(now), podName, podUID)
+	}
+	if leading {
+		v.Reason, v.Outcome = EvictsWhileHolding, Denied
+		return v
 	}
 	v.Reason = EvictsSelf
 	return v

@@ -20,6 +20,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // EventReasonDenied is the reason of the Event recorded for every write a guard fences.
@@ -112,15 +113,23 @@ func (f *Fence) Evictions() admission.Handler {
 		} else if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		leaseName := inject.StatusOf(pod).RestartOnLoss
+		status := inject.StatusOf(pod)
+		leaseName := status.RestartOnLoss
 		if leaseName == "" {
 			return admission.Allowed("the pod does not restart on loss")
 		}
-		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID), Lease: &coordinationv1.Lease{}}
-		if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: leaseName}, eviction.Lease); apierrors.IsNotFound(err) {
-			eviction.Lease = nil
-		} else if err != nil {
+		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
+		var lock client.Object = &coordinationv1.Lease{}
+		if status.LeaseKind == config.LeaseKindMultiClusterLease {
+			lock = &v1alpha1.MultiClusterLease{}
+		}
+		switch err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: leaseName}, lock); {
+		case apierrors.IsNotFound(err):
+		case err != nil:
 			return admission.Errored(http.StatusInternalServerError, err)
+		default:
+			eviction.Lease, _ = lock.(*coordinationv1.Lease)
+			eviction.MultiClusterLease, _ = lock.(*v1alpha1.MultiClusterLease)
 		}
 		v := DecideEviction(eviction, start, f.policy.Load().margin)
 		if v.LeaseName == "" {

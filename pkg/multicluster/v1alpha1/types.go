@@ -23,6 +23,9 @@ const (
 	// Kind and Resource name the API in RBAC, webhooks and REST paths.
 	Kind     = "MultiClusterLease"
 	Resource = "multiclusterleases"
+	// MinLeaseDurationSeconds is the shortest lease duration a candidate may claim with (the CRD's
+	// validation says so too): the lease duration is the global backend's TTL.
+	MinLeaseDurationSeconds = 2
 )
 
 // Condition types the election controller sets.
