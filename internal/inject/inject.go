@@ -152,10 +152,10 @@ type plan struct {
 	restartOnLoss bool
 	// multiCluster: every election is on a MultiClusterLease (leasegate.io/lease-kind).
 	multiCluster bool
-	margin        time.Duration
-	native        bool
-	port          int32
-	agent         *config.Agent
+	margin       time.Duration
+	native       bool
+	port         int32
+	agent        *config.Agent
 }
 
 func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
