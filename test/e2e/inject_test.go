@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/test/framework"
@@ -92,13 +93,19 @@ func isInjected(pod *corev1.Pod) bool {
 
 // canUpdateLease asks the API server whether the service account may update the named lease.
 func canUpdateLease(ctx context.Context, namespace, serviceAccount, lease string) bool {
-	review, err := controlPlane.Client.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
+	return mayDo(ctx, controlPlane.Client, serviceAccount, authorizationv1.ResourceAttributes{
+		Namespace: namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: lease,
+	})
+}
+
+// mayDo asks the API server of cs whether the service account of that name in attrs.Namespace may do
+// what attrs say.
+func mayDo(ctx context.Context, cs kubernetes.Interface, serviceAccount string, attrs authorizationv1.ResourceAttributes) bool {
+	review, err := cs.AuthorizationV1().SubjectAccessReviews().Create(ctx, &authorizationv1.SubjectAccessReview{
 		Spec: authorizationv1.SubjectAccessReviewSpec{
-			User:   "system:serviceaccount:" + namespace + ":" + serviceAccount,
-			Groups: []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-			ResourceAttributes: &authorizationv1.ResourceAttributes{
-				Namespace: namespace, Verb: "update", Group: "coordination.k8s.io", Resource: "leases", Name: lease,
-			},
+			User:               "system:serviceaccount:" + attrs.Namespace + ":" + serviceAccount,
+			Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + attrs.Namespace, "system:authenticated"},
+			ResourceAttributes: &attrs,
 		},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())

@@ -20,8 +20,8 @@ import (
 	. "github.com/onsi/gomega"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -35,7 +35,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	mcl "github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -379,26 +378,50 @@ guards:
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
-	It("elects across clusters with leasegate's agent, each agent authenticating as its pod", func(ctx SpecContext) {
+	It("elects across clusters with the agents the injector adds to pods that ask for a MultiClusterLease, each authenticating as its pod", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		binary, err := framework.BuildAgent(dir)
+		agentBinary, err := framework.BuildAgent(dir)
+		Expect(err).NotTo(HaveOccurred())
+		webhookBinary, err := framework.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		const ns = "agents"
 		newElection()
 		var agents []*framework.Agent
+		clusterOf := map[*framework.Agent]*mclCluster{}
 		for _, c := range []*mclCluster{a, b} {
+			By("injecting and provisioning in cluster " + c.name + " through its own leasegate-webhook")
+			clusterDir := filepath.Join(dir, c.name)
+			Expect(os.Mkdir(clusterDir, 0o700)).To(Succeed())
+			wh, err := c.plane.StartWebhook(ctx, webhookBinary, clusterDir, leasegateNamespace)
+			Expect(err).NotTo(HaveOccurred())
+			DeferCleanup(wh.Stop)
 			Expect(c.plane.CreateNamespace(ctx, ns)).To(Succeed())
-			Expect(grantMultiClusterLeases(ctx, c.plane, ns)).To(Succeed())
+			var pods []*corev1.Pod
 			for i := range map[*mclCluster]int{a: 2, b: 1}[c] {
-				pod, err := c.plane.CreatePod(ctx, ns, fmt.Sprintf("%s-agent-%d", c.name, i), dir, "")
+				pod, err := c.plane.Client.CoreV1().Pods(ns).Create(ctx, multiClusterPod(fmt.Sprintf("%s-agent-%d", c.name, i)), metav1.CreateOptions{})
 				Expect(err).NotTo(HaveOccurred())
-				agent, err := framework.StartAgent(binary, pod, currentElection, framework.AgentOptions{
-					Timing:    lease.Timing{LeaseDuration: mclLeaseDuration, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod},
-					LeaseKind: "MultiClusterLease",
-				})
+				Expect(pod.Annotations).To(HaveKeyWithValue("leasegate.io/status", ContainSubstring(`"leaseKind":"MultiClusterLease"`)))
+				pods = append(pods, pod)
+			}
+			Eventually(func(g Gomega) {
+				m := &v1alpha1.MultiClusterLease{}
+				g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: currentElection}, m)).To(Succeed())
+				g.Expect(m.Labels).To(HaveKeyWithValue("leasegate.io/managed", "true"))
+				g.Expect(c.podsMayUpdate(ctx, ns, "", currentElection)).To(BeTrue(),
+					"the pods' service account may renew their MultiClusterLease's spec")
+			}, 10*time.Second, 100*time.Millisecond).Should(Succeed(), "provisioned: the MultiClusterLease and a Role on it by name")
+			Expect(c.podsMayUpdate(ctx, ns, "status", currentElection)).To(BeFalse(),
+				"status is the election controller's alone")
+			Expect(c.podsMayUpdate(ctx, ns, "", currentElection+"-other")).To(BeFalse(),
+				"no right on a MultiClusterLease the pods do not use")
+			for _, pod := range pods {
+				identity, err := c.plane.PodIdentity(ctx, pod, clusterDir, "")
+				Expect(err).NotTo(HaveOccurred())
+				agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
 				Expect(err).NotTo(HaveOccurred())
 				stopAtCleanup(agent)
 				agents = append(agents, agent)
+				clusterOf[agent] = c
 			}
 		}
 		claims := sampleClaims(ctx, agents)
@@ -421,15 +444,73 @@ guards:
 		Expect(crash).To(BeNumerically("<", mclLeaseDuration+2*time.Second))
 
 		By("SIGTERM of the new leader: it releases, and the next leads in under a second")
+		last := slices.DeleteFunc(slices.Clone(rest), func(x *framework.Agent) bool { return x == next })
+		for _, agent := range last {
+			// The killed leader's local claim lasts its lease duration and clock skew margin in its own
+			// cluster: the handover measured is the one across clusters, to a candidate that stands.
+			Eventually(func(g Gomega) string {
+				m := &v1alpha1.MultiClusterLease{}
+				g.Expect(clusterOf[agent].client.Get(ctx, client.ObjectKey{Namespace: ns, Name: currentElection}, m)).To(Succeed())
+				return ptr.Deref(m.Spec.HolderIdentity, "")
+			}, 2*mclLeaseDuration, 20*time.Millisecond).Should(BeElementOf(identities(last)), "cluster %s has a live candidate", clusterOf[agent].name)
+		}
 		terminated := time.Now()
 		Expect(next.Signal(syscall.SIGTERM)).To(Succeed())
-		last := slices.DeleteFunc(slices.Clone(rest), func(x *framework.Agent) bool { return x == next })
 		soleAgentLeader(last, 5*time.Second)
 		handover := time.Since(terminated)
 		AddReportEntry("multicluster agents", fmt.Sprintf("crash takeover %s, release handover %s", crash, handover))
 		Expect(handover).To(BeNumerically("<", time.Second))
 		_, overlaps := claims.stop()
 		Expect(overlaps).To(BeEmpty())
+	})
+
+	It("never reports stale leadership from a controller process paused past the backend lease (SIGSTOP, then SIGCONT)", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		By("running A's election controller in leasegate-webhook, a process of its own")
+		a.stop()
+		DeferCleanup(a.startController, etcd, clock.RealClock{})
+		binary, err := framework.BuildWebhook(dir)
+		Expect(err).NotTo(HaveOccurred())
+		controller, err := a.plane.StartWebhook(ctx, binary, dir, leasegateNamespace, "--leader-elect=false",
+			"--multicluster-cluster-name="+a.name, "--multicluster-etcd-endpoints="+strings.Join(a.etcdEndpoints(), ","),
+			"--multicluster-etcd-cert-dir="+etcdClientCertDir(dir, etcd))
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func() {
+			controller.Stop()
+			if CurrentSpecReport().Failed() {
+				AddReportEntry("A's leasegate-webhook logs", controller.Logs())
+			}
+		})
+		DeferCleanup(controller.Signal, syscall.SIGCONT) // first, should the spec fail while it is stopped
+
+		newElection()
+		inA := startCandidate(a, "a-0")
+		DeferCleanup(stopAll, []*mclCandidate{inA})
+		Eventually(inA.acting.Load, 20*time.Second, 20*time.Millisecond).Should(BeTrue(), "A's candidate leads, confirmed by the controller process")
+		inB := startCandidate(b, "b-0")
+		DeferCleanup(stopAll, []*mclCandidate{inB})
+		monitor := watchForTwoLeaders([]*mclCandidate{inA, inB})
+		DeferCleanup(monitor.stop)
+		stale := sampleStaleLeadership(ctx, a, "a-0", inB)
+		DeferCleanup(stale.stop)
+
+		By("SIGSTOP of A's controller: B's candidate wins once the backend lease has expired")
+		Expect(controller.Signal(syscall.SIGSTOP)).To(Succeed())
+		stopped := time.Now()
+		Eventually(inB.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
+		AddReportEntry("multicluster controller paused", fmt.Sprintf("the other cluster leads %s after SIGSTOP", time.Since(stopped)))
+		time.Sleep(time.Until(stopped.Add(mclLeaseDuration + time.Second))) // past the backend lease, whatever the takeover took
+
+		By("SIGCONT: A's status never names a-0 as leader while B leads, and comes to name b-0")
+		Expect(controller.Signal(syscall.SIGCONT)).To(Succeed())
+		Eventually(func(g Gomega) {
+			status := a.status(ctx, g)
+			g.Expect(status.GlobalHolder).To(Equal("b-0"))
+			g.Expect(status.HolderCluster).To(Equal(b.name))
+		}, 3*mclLeaseDuration, 50*time.Millisecond).Should(Succeed())
+		Consistently(inA.acting.Load, mclLeaseDuration, 20*time.Millisecond).Should(BeFalse(), "A's candidate stands again but waits")
+		Expect(stale.stop()).To(BeEmpty())
+		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
 	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {
@@ -462,13 +543,18 @@ func mclScheme() *runtime.Scheme {
 	return scheme
 }
 
-// startController runs the cluster's election controller, reaching etcd through the cluster's proxies.
-func (c *mclCluster) startController(etcd *framework.EtcdCluster, clk clock.PassiveClock) {
+// etcdEndpoints are the global etcd's members as this cluster reaches them: through its proxies.
+func (c *mclCluster) etcdEndpoints() []string {
 	endpoints := make([]string, len(c.proxies))
 	for i, p := range c.proxies {
 		endpoints[i] = "https://" + p.Addr
 	}
-	etcdClient, err := clientv3.New(clientv3.Config{Endpoints: endpoints, TLS: etcd.TLS(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
+	return endpoints
+}
+
+// startController runs the cluster's election controller, reaching etcd through the cluster's proxies.
+func (c *mclCluster) startController(etcd *framework.EtcdCluster, clk clock.PassiveClock) {
+	etcdClient, err := clientv3.New(clientv3.Config{Endpoints: c.etcdEndpoints(), TLS: etcd.TLS(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(c.plane.Config, ctrl.Options{
 		Scheme:  mclScheme(),
@@ -584,22 +670,98 @@ func startCandidate(c *mclCluster, id string) *mclCandidate {
 	return cand
 }
 
-// grantMultiClusterLeases lets namespace's pods elect on MultiClusterLeases: spec only, as the chart's
-// leasegate-multicluster-candidate ClusterRole does.
-func grantMultiClusterLeases(ctx context.Context, plane *framework.ControlPlane, namespace string) error {
-	if _, err := plane.Client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
-		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{v1alpha1.Resource},
-			Verbs: []string{"get", "list", "watch", "create", "update"}}},
-	}, metav1.CreateOptions{}); err != nil {
-		return err
+// multiClusterPod is a pod that opts in by its label and elects through the MultiClusterLease of the
+// running spec, with the suite's multi-cluster timing.
+func multiClusterPod(name string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   name,
+			Labels: map[string]string{"leasegate.io/inject": "enabled"},
+			Annotations: map[string]string{
+				"leasegate.io/lease":          currentElection,
+				"leasegate.io/lease-kind":     "MultiClusterLease",
+				"leasegate.io/lease-duration": mclLeaseDuration.String(),
+				"leasegate.io/renew-deadline": mclRenewDeadline.String(),
+				"leasegate.io/retry-period":   mclRetryPeriod.String(),
+			},
+		},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: framework.ServiceAccountName,
+			Containers:         []corev1.Container{{Name: "app", Image: "example.invalid/app"}},
+		},
 	}
-	_, err := plane.Client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "multicluster-candidate"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: framework.ServiceAccountName}},
-	}, metav1.CreateOptions{})
-	return err
+}
+
+// podsMayUpdate asks c's API server whether the test pods' service account may update a MultiClusterLease
+// (or its subresource).
+func (c *mclCluster) podsMayUpdate(ctx context.Context, namespace, subresource, name string) bool {
+	return mayDo(ctx, c.plane.Client, framework.ServiceAccountName, authorizationv1.ResourceAttributes{
+		Namespace: namespace, Verb: "update", Group: v1alpha1.GroupVersion.Group, Resource: v1alpha1.Resource,
+		Subresource: subresource, Name: name,
+	})
+}
+
+// etcdClientCertDir lays the global etcd's CA and client certificate out as --multicluster-etcd-cert-dir
+// expects them (the chart mounts a Secret so).
+func etcdClientCertDir(dir string, etcd *framework.EtcdCluster) string {
+	certDir := filepath.Join(dir, "multicluster-etcd")
+	Expect(os.Mkdir(certDir, 0o700)).To(Succeed())
+	for name, from := range map[string]string{"ca.crt": etcd.CAFile(), "tls.crt": etcd.CertFile(), "tls.key": etcd.KeyFile()} {
+		data, err := os.ReadFile(from)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(os.WriteFile(filepath.Join(certDir, name), data, 0o600)).To(Succeed())
+	}
+	return certDir
+}
+
+// staleLeadership samples a cluster's status every 20 ms while another cluster's candidate acts: a status
+// that lets the fence and agents of c admit id then (LocalLeader) is stale leadership.
+type staleLeadership struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	seen   []string
+}
+
+func sampleStaleLeadership(ctx context.Context, c *mclCluster, id string, elsewhere *mclCandidate) *staleLeadership {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &staleLeadership{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		ticker := time.NewTicker(20 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			m := &v1alpha1.MultiClusterLease{}
+			if err := c.client.Get(ctx, client.ObjectKey{Namespace: currentNamespace, Name: currentElection}, m); err != nil {
+				continue
+			}
+			if now := time.Now(); elsewhere.acting.Load() && m.Status.LocalLeader(now) == id {
+				s.seen = append(s.seen, fmt.Sprintf("%s: cluster %s's status lets %s act until %s while %s leads",
+					now.Format(time.StampMilli), c.name, id, m.Status.ValidUntil.Format(time.StampMilli), elsewhere.id))
+			}
+		}
+	}()
+	return s
+}
+
+// stop ends the sampling and returns what it saw.
+func (s *staleLeadership) stop() []string {
+	s.cancel()
+	<-s.done
+	return s.seen
+}
+
+// identities are the agents' holder identities.
+func identities(agents []*framework.Agent) []string {
+	ids := make([]string, len(agents))
+	for i, agent := range agents {
+		ids[i] = agent.Pod.Identity()
+	}
+	return ids
 }
 
 // soleAgentLeader waits until exactly one of agents says it leads.

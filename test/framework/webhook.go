@@ -18,7 +18,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 )
 
@@ -39,9 +38,10 @@ func WebhookManifests() string {
 	return filepath.Join(RepoRoot(), "config", "webhook", "webhooks.yaml")
 }
 
-// StartWebhook runs binary as leasegate-webhook in namespace and installs the webhook configurations once
-// it is ready, then waits until the API server actually calls it.
-func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace string) (*Webhook, error) {
+// StartWebhook runs binary as leasegate-webhook in namespace, with args after the flags it always gets,
+// and installs the webhook configurations once it is ready (replacing those of a webhook started before
+// on this control plane), then waits until the API server actually calls it.
+func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace string, args ...string) (*Webhook, error) {
 	if err := c.ensureNamespace(ctx, namespace, nil); err != nil {
 		return nil, err
 	}
@@ -57,7 +57,7 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 	// A free port can be taken between choosing it and binding it (an outgoing connection's ephemeral
 	// port, say): then start again on new ports.
 	for attempt := 1; ; attempt++ {
-		w, install, err = startWebhookProcess(ctx, binary, kubeconfig, namespace)
+		w, install, err = startWebhookProcess(ctx, binary, kubeconfig, namespace, args)
 		if err == nil {
 			break
 		}
@@ -80,7 +80,7 @@ func (c *ControlPlane) StartWebhook(ctx context.Context, binary, dir, namespace 
 var errPortTaken = errors.New("a port leasegate-webhook was given was taken before it could bind it")
 
 // startWebhookProcess runs leasegate-webhook on free loopback ports and waits until it is ready.
-func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace string) (*Webhook, *envtest.WebhookInstallOptions, error) {
+func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace string, args []string) (*Webhook, *envtest.WebhookInstallOptions, error) {
 	install := &envtest.WebhookInstallOptions{Paths: []string{WebhookManifests()}, LocalServingHost: "127.0.0.1"}
 	if err := install.PrepWithoutInstalling(); err != nil {
 		return nil, nil, err
@@ -93,7 +93,7 @@ func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace stri
 	if err != nil {
 		return nil, nil, err
 	}
-	process, err := StartProcess(exec.Command(binary,
+	process, err := StartProcess(exec.Command(binary, append([]string{
 		"--kubeconfig", kubeconfig,
 		"--namespace", namespace,
 		"--cert-dir", install.LocalServingCertDir,
@@ -102,7 +102,7 @@ func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace stri
 		"--metrics-bind-address", fmt.Sprintf("127.0.0.1:%d", metricsPort),
 		// Plain metrics on loopback, for the specs to read; the chart's secure metrics have a spec of their own.
 		"--metrics-secure=false",
-	))
+	}, args...)...))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -120,13 +120,15 @@ func startWebhookProcess(ctx context.Context, binary, kubeconfig, namespace stri
 	return w, install, nil
 }
 
+// installWebhookConfigurations creates the configurations, or points existing ones at this webhook: one
+// left by a webhook that has stopped would otherwise fail every call (failurePolicy Fail).
 func (c *ControlPlane) installWebhookConfigurations(ctx context.Context, install *envtest.WebhookInstallOptions) error {
 	admission := c.Client.AdmissionregistrationV1()
 	for _, config := range install.MutatingWebhooks {
 		for i := range config.Webhooks {
 			fixURL(&config.Webhooks[i].ClientConfig)
 		}
-		if _, err := admission.MutatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); client.IgnoreAlreadyExists(err) != nil {
+		if err := createOrReplace(ctx, admission.MutatingWebhookConfigurations(), config); err != nil {
 			return err
 		}
 	}
@@ -134,11 +136,33 @@ func (c *ControlPlane) installWebhookConfigurations(ctx context.Context, install
 		for i := range config.Webhooks {
 			fixURL(&config.Webhooks[i].ClientConfig)
 		}
-		if _, err := admission.ValidatingWebhookConfigurations().Create(ctx, config, metav1.CreateOptions{}); client.IgnoreAlreadyExists(err) != nil {
+		if err := createOrReplace(ctx, admission.ValidatingWebhookConfigurations(), config); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// configurations is what createOrReplace needs of a typed client of webhook configurations.
+type configurations[T any] interface {
+	Create(context.Context, T, metav1.CreateOptions) (T, error)
+	Get(context.Context, string, metav1.GetOptions) (T, error)
+	Update(context.Context, T, metav1.UpdateOptions) (T, error)
+}
+
+// createOrReplace creates obj, or replaces the object of its name.
+func createOrReplace[T metav1.Object](ctx context.Context, api configurations[T], obj T) error {
+	_, err := api.Create(ctx, obj, metav1.CreateOptions{})
+	if !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	old, err := api.Get(ctx, obj.GetName(), metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	obj.SetResourceVersion(old.GetResourceVersion())
+	_, err = api.Update(ctx, obj, metav1.UpdateOptions{})
+	return err
 }
 
 // fixURL cleans the path envtest builds as "https://host:port//mutate-pods"; Go's ServeMux would answer
