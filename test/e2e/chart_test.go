@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
 
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -96,7 +97,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		tools, err = framework.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		By("starting a control plane of its own, with cert-manager's and the Prometheus Operator's CRDs: the chart's objects are cluster-wide")
-		cp, err = framework.StartControlPlane(tools.CertManagerCRDs, tools.PrometheusOperatorCRDs)
+		cp, err = framework.StartControlPlane(tools.CertManagerCRDs, tools.PrometheusOperatorCRDs, filepath.Join(framework.RepoRoot(), "charts", "leasegate", "crds"))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cp.Stop)
 		_, err = cp.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
@@ -261,6 +262,28 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			lease, err := cp.Client.CoordinationV1().Leases("shop").Get(ctx, "orders", metav1.GetOptions{})
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(lease.Labels).To(HaveKeyWithValue("leasegate.io/managed", "true"))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+
+		By("provisioning the MultiClusterLease and RBAC of a pod that elects across clusters: the chart lets leasegate grant its spec")
+		_, err = cp.Client.CoreV1().Pods("shop").Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: "payouts-0", Labels: map[string]string{"leasegate.io/injected": "true"},
+				Annotations: map[string]string{"leasegate.io/status": `{"lease":"payouts","sidecar":"native","port":9440,"leaseKind":"MultiClusterLease"}`},
+			},
+			Spec: corev1.PodSpec{ServiceAccountName: "payouts", Containers: []corev1.Container{{Name: "app", Image: "registry.example/payouts:1"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		mcls := dynamic.NewForConfigOrDie(cp.Config).Resource(v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)).Namespace("shop")
+		Eventually(func(g Gomega) {
+			role, err := cp.Client.RbacV1().Roles("shop").Get(ctx, "leasegate-multiclusterlease:payouts", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(role.Rules[0].Resources).To(Equal([]string{v1alpha1.Resource}))
+			g.Expect(role.Rules[0].ResourceNames).To(Equal([]string{"payouts"}))
+			_, err = cp.Client.RbacV1().RoleBindings("shop").Get(ctx, "leasegate-multiclusterlease:payouts", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			m, err := mcls.Get(ctx, "payouts", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(m.GetLabels()).To(HaveKeyWithValue("leasegate.io/managed", "true"))
 		}).WithTimeout(10 * time.Second).Should(Succeed())
 
 		By("serving /metrics over TLS, only to callers allowed GET /metrics (leasegate-metrics-reader)")
