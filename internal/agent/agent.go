@@ -99,6 +99,9 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		}
 		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
 			spec.Timing().FailoverBudget(s.ClockSkewMargin), e.elector.LastRenewal)
+		if s.LeaseKind == LeaseKindMultiClusterLease {
+			registerLocalCandidate(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() bool { return e.elector.Status().Holder == s.Identity() })
+		}
 		a.elections = append(a.elections, e)
 	}
 	if s.OnLoss == OnLossRestart {

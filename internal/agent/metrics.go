@@ -74,6 +74,22 @@ func newMetrics(registry prometheus.Registerer, lease, election string, budget t
 	return m
 }
 
+// registerLocalCandidate adds, for an election on a MultiClusterLease, whether this agent is its cluster's
+// candidate (holds the spec the election controller campaigns for): leasegate_agent_is_leader is global
+// leadership, so a standby cluster's candidate shows 1 here and 0 there.
+func registerLocalCandidate(registry prometheus.Registerer, lease, election string, isCandidate func() bool) {
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasegate_agent_is_local_candidate",
+		Help:        "For a MultiClusterLease: 1 while this agent holds its cluster's local election (the spec), whether or not it leads globally.",
+		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
+	}, func() float64 {
+		if isCandidate() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 func (m *metrics) observe(isLeader bool) {
 	if isLeader == m.leading {
 		return
