@@ -42,7 +42,7 @@ func newTestHandler(t testing.TB) *Handler {
 	return &Handler{
 		Config:       config.NewStore(cfg),
 		Namespaces:   namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}, "plain": nil},
-		Caps:         Capabilities{NativeSidecars: true},
+		Caps:         Capabilities{NativeSidecars: true, MultiClusterLeases: true},
 		OwnNamespace: "leasegate-system",
 	}
 }
@@ -70,6 +70,7 @@ func TestHandlerPatchReproducesInject(t *testing.T) {
 		}
 		h := newTestHandler(t)
 		h.Caps.NativeSidecars = !tc.oldAPIServer
+		h.Caps.MultiClusterLeases = !tc.noMultiClusterCRD
 		pod := readPod(t, "testdata/"+tc.input)
 		if result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
 			Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace}); err != nil || result.Pod == nil {
