@@ -123,6 +123,19 @@ bench: $(CONTROLPLANE_DEP) cluster-prerequisites ## Go benchmarks of the hot pat
 	$(CLUSTER_SUITE) -cluster.runs 20 -cluster.report $(BIN)/cluster-bench.md
 	@cat $(BIN)/cluster-bench.md
 
+# Each fuzz target runs on its own for FUZZTIME; a failing input is saved under the package's
+# testdata/fuzz/ and replayed by every `go test` from then on (commit it with the fix).
+FUZZTIME ?= 30s
+
+.PHONY: fuzz
+fuzz: ## Fuzz every parser of outside input (admission bodies, config, annotations, settings) for FUZZTIME each (CI: 5s).
+	@mkdir -p $(BIN); for pkg in $$($(GO) list ./internal/...); do \
+	  for target in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+	    echo "fuzzing $$target ($$pkg) for $(FUZZTIME)"; \
+	    $(GO) test -run '^$$' -fuzz "^$$target$$" -fuzztime $(FUZZTIME) $$pkg >$(BIN)/fuzz.log 2>&1 || { cat $(BIN)/fuzz.log; exit 1; }; \
+	  done; \
+	done
+
 .PHONY: demo
 demo: $(CONTROLPLANE_DEP) ## The webhook injects agents into a labelled namespace's pods; they elect a leader and fail over.
 	$(GO) run ./test/demo $(ARGS)

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -38,6 +39,9 @@ type TimingError struct {
 
 func (e *TimingError) Error() string { return e.Reason }
 
+// MaxLeaseDuration is the longest lease duration a Lease can store: leaseDurationSeconds is an int32.
+const MaxLeaseDuration = math.MaxInt32 * time.Second
+
 // Validate reports the first rule the timing breaks as a *TimingError, or nil.
 //
 // retry period < renew deadline < lease duration is what makes an election safe: a leader that cannot
@@ -51,6 +55,9 @@ func (t Timing) Validate() error {
 	case t.LeaseDuration < time.Second || t.LeaseDuration%time.Second != 0:
 		return &TimingError{LeaseDurationField, t.LeaseDuration,
 			fmt.Sprintf("lease duration must be a whole number of seconds (a Lease stores seconds), got %s", t.LeaseDuration)}
+	case t.LeaseDuration > MaxLeaseDuration:
+		return &TimingError{LeaseDurationField, t.LeaseDuration,
+			fmt.Sprintf("lease duration must be at most %s (a Lease stores its seconds in 32 bits), got %s", MaxLeaseDuration, t.LeaseDuration)}
 	case t.RetryPeriod >= t.RenewDeadline:
 		return &TimingError{RetryPeriodField, t.RetryPeriod,
 			fmt.Sprintf("retry period (%s) must be shorter than renew deadline (%s)", t.RetryPeriod, t.RenewDeadline)}
@@ -78,12 +85,16 @@ func (t Timing) FailoverBudget(clockSkewMargin time.Duration) time.Duration {
 //
 // client-go's 15s/10s/2s in proportion: a leader that cannot renew stops acting a third of the lease
 // duration before anyone may take over, and tries five times before it gives up. An objective shorter
-// than one second plus the margin cannot be met: the error says the shortest that can.
+// than one second plus the margin cannot be met, nor one whose lease duration a Lease cannot store: the
+// error says the shortest, or the longest, that can.
 func TimingFor(objective, clockSkewMargin time.Duration) (Timing, error) {
 	d := (objective - clockSkewMargin).Truncate(time.Second)
-	if d < time.Second {
+	switch {
+	case d < time.Second:
 		return Timing{}, fmt.Errorf("a takeover within %s cannot be met: the lease duration would be under 1s after the clock skew margin (%s); the shortest objective is %s",
 			objective, clockSkewMargin, time.Second+clockSkewMargin)
+	case d > MaxLeaseDuration:
+		return Timing{}, fmt.Errorf("a takeover within %s is longer than a Lease can store: the longest objective is %s", objective, MaxLeaseDuration+clockSkewMargin)
 	}
 	return Proportional(d), nil
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -29,6 +30,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/inject"
@@ -64,6 +66,19 @@ type Options struct {
 	EnableHTTP2   bool
 	// MultiCluster runs the MultiClusterLease election controller when its cluster name is set.
 	MultiCluster multicluster.Options
+}
+
+// bodyReadTimeout bounds how long a webhook request's body may take to arrive. The API server sends an
+// AdmissionReview at once; a client that trickles one would otherwise hold a connection and a goroutine
+// for as long as it likes (controller-runtime's server bounds only the headers, at 32 s).
+const bodyReadTimeout = 10 * time.Second
+
+// withBodyDeadline gives each request's body bodyReadTimeout to arrive.
+func withBodyDeadline(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(bodyReadTimeout))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // metricsOptions serves /metrics as kubebuilder's secure default does when opts.MetricsSecure: over TLS,
@@ -142,9 +157,12 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
 		return err
 	}
-	mgr.GetWebhookServer().Register(MutatePodsPath, &webhook.Admission{Handler: &inject.Handler{
+	serve := func(path string, handler admission.Handler) {
+		mgr.GetWebhookServer().Register(path, withBodyDeadline(&webhook.Admission{Handler: handler}))
+	}
+	serve(MutatePodsPath, &inject.Handler{
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace,
-	}})
+	})
 
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
@@ -160,10 +178,10 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName,
 	}
 	fence.Follow(store)
-	mgr.GetWebhookServer().Register(ValidateGuardedPath, &webhook.Admission{Handler: fence.Guarded()})
-	mgr.GetWebhookServer().Register(ValidateLeasesPath, &webhook.Admission{Handler: fence.LeaseWrites()})
-	mgr.GetWebhookServer().Register(ValidateConfigPath, &webhook.Admission{Handler: fence.ConfigEdits()})
-	mgr.GetWebhookServer().Register(ValidateEvictionsPath, &webhook.Admission{Handler: fence.Evictions()})
+	serve(ValidateGuardedPath, fence.Guarded())
+	serve(ValidateLeasesPath, fence.LeaseWrites())
+	serve(ValidateConfigPath, fence.ConfigEdits())
+	serve(ValidateEvictionsPath, fence.Evictions())
 	if err := (&validate.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,
 	}).SetupWithManager(mgr); err != nil {

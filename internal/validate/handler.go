@@ -29,10 +29,17 @@ const EventReasonDenied = "LeaderGateDenied"
 // maxWarning is the longest warning the API server passes on unchanged.
 const maxWarning = 120
 
+// GuardedLeases are the leases the guards name, as the fence reads them: a LeaseCache that Watch makes
+// follow the guards in force.
+type GuardedLeases interface {
+	LeaseGetter
+	Watch(refs []LeaseRef)
+}
+
 // Fence serves the fence's admission webhooks from a Policy compiled from the configuration in force
 // and a cache of the guarded leases.
 type Fence struct {
-	Leases *LeaseCache
+	Leases GuardedLeases
 	// Cluster reads injected pods and managed Leases from the manager's cache (evictions).
 	Cluster      client.Reader
 	Recorder     events.EventRecorder
