@@ -120,6 +120,29 @@ func TestIdentity(t *testing.T) {
 	}
 }
 
+func TestParseIdentity(t *testing.T) {
+	tests := []struct {
+		holder, pod, rest string
+		ok                bool
+	}{
+		{"orders-7d9f-x2x_4b1c-aa", "orders-7d9f-x2x", "4b1c-aa", true},
+		{"ctrl-0_7d1c2a3e-random_uuid", "ctrl-0", "7d1c2a3e-random_uuid", true},
+		{"cm-0-external-cert-manager-controller", "", "", false},
+		{"_4b1c", "", "", false},
+		{"orders-0_", "", "", false},
+		{"", "", "", false},
+	}
+	for _, tt := range tests {
+		pod, rest, ok := ParseIdentity(tt.holder)
+		if ok != tt.ok || (ok && (pod != tt.pod || rest != tt.rest)) {
+			t.Errorf("ParseIdentity(%q) = %q, %q, %v; want %q, %q, %v", tt.holder, pod, rest, ok, tt.pod, tt.rest, tt.ok)
+		}
+	}
+	if pod, uid, _ := ParseIdentity(Identity("orders-0", "4b1c")); pod != "orders-0" || uid != "4b1c" {
+		t.Errorf("ParseIdentity does not read back Identity: %q %q", pod, uid)
+	}
+}
+
 func TestTimingValidate(t *testing.T) {
 	tests := []struct {
 		name    string
