@@ -1,0 +1,211 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/spf13/cobra"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
+	"k8s.io/cli-runtime/pkg/genericiooptions"
+	"k8s.io/client-go/kubernetes"
+)
+
+// NewCommand is kubectl-leasegate: kubectl's own connection flags (--kubeconfig, --context, -n, ...),
+// and leasegate's namespace, for its ConfigMap and webhook.
+func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
+	kube := genericclioptions.NewConfigFlags(true)
+	var install installFlags
+	root := &cobra.Command{
+		Use:           "kubectl-leasegate",
+		Short:         "See and check leasegate's elections and fences",
+		Long:          "kubectl leasegate reports who leads each lease leasegate manages or guards, what a failover would cost, who was fenced, and whether the install is sound.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	kube.AddFlags(root.PersistentFlags())
+	root.PersistentFlags().StringVar(&install.namespace, "leasegate-namespace", "leasegate-system", "the namespace leasegate is installed in")
+	root.PersistentFlags().StringVar(&install.configName, "config-name", "leasegate-config", "leasegate's ConfigMap")
+	root.PersistentFlags().StringVar(&install.webhookConfiguration, "webhook-configuration", "leasegate", "the name of leasegate's Mutating- and ValidatingWebhookConfiguration")
+	root.AddCommand(newStatusCommand(kube, &install, streams), newCheckCommand(kube, &install, streams))
+	return root
+}
+
+type installFlags struct{ namespace, configName, webhookConfiguration string }
+
+// clientset builds a clientset from kubectl's flags.
+func clientset(kube *genericclioptions.ConfigFlags) (kubernetes.Interface, error) {
+	config, err := kube.ToRESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(config)
+}
+
+// namespaceOf is -n, the kubeconfig context's namespace, or "" for every namespace with -A.
+func namespaceOf(kube *genericclioptions.ConfigFlags, all bool) (string, error) {
+	if all {
+		return "", nil
+	}
+	ns, _, err := kube.ToRawKubeConfigLoader().Namespace()
+	return ns, err
+}
+
+func newStatusCommand(kube *genericclioptions.ConfigFlags, install *installFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	var (
+		all    bool
+		output string
+		watch  bool
+	)
+	cmd := &cobra.Command{
+		Use:   "status [LEASE]",
+		Short: "One row per lease leasegate manages or guards: holder, renewal, takeover budget, candidates, agents, guards, denials",
+		Example: `  kubectl leasegate status -A
+  kubectl leasegate status orders -n shop -o wide
+  kubectl leasegate status -n shop --watch
+  kubectl leasegate status -A -o json   # shape: apiVersion leasegate.io/v1alpha1, kind LeaseStatusList`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if !slices.Contains(Outputs, output) {
+				return fmt.Errorf("-o %s: use one of %v", output, Outputs)
+			}
+			cs, err := clientset(kube)
+			if err != nil {
+				return err
+			}
+			ns, err := namespaceOf(kube, all)
+			if err != nil {
+				return err
+			}
+			opts := StatusOptions{Namespace: ns, LeasegateNamespace: install.namespace, ConfigName: install.configName, Ask: AgentViaProxy(cs)}
+			if len(args) == 1 {
+				opts.Lease = args[0]
+			}
+			if watch {
+				return watchStatus(cmd.Context(), cs, opts, output, streams)
+			}
+			opts.Now = time.Now()
+			list, err := GatherStatus(cmd.Context(), cs, opts)
+			if err != nil {
+				return err
+			}
+			return RenderStatus(streams.Out, list, output)
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
+	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "table, wide, json or yaml")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the report, print a lease's row again whenever its holder, state or transitions change")
+	return cmd
+}
+
+func newCheckCommand(kube *genericclioptions.ConfigFlags, install *installFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	var (
+		all    bool
+		output string
+	)
+	cmd := &cobra.Command{
+		Use:   "check",
+		Short: "Check the install and the elections: each finding with a code and a one-line fix; exits 1 on errors",
+		Example: `  kubectl leasegate check -A
+  kubectl leasegate check -n shop -o json   # shape: apiVersion leasegate.io/v1alpha1, kind CheckReport`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(Outputs, output) {
+				return fmt.Errorf("-o %s: use one of %v", output, Outputs)
+			}
+			cs, err := clientset(kube)
+			if err != nil {
+				return err
+			}
+			ns, err := namespaceOf(kube, all)
+			if err != nil {
+				return err
+			}
+			report, err := Check(cmd.Context(), cs, ns, CheckOptions{
+				LeasegateNamespace: install.namespace, ConfigName: install.configName,
+				WebhookConfiguration: install.webhookConfiguration, Now: time.Now(),
+			})
+			if err != nil {
+				return err
+			}
+			if err := RenderCheck(streams.Out, report, output); err != nil {
+				return err
+			}
+			if report.Errors > 0 {
+				return fmt.Errorf("%d error(s) found", report.Errors)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "check the elections of every namespace")
+	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "table, json or yaml")
+	return cmd
+}
+
+// watchStatus prints the report, then a row (a document with -o json|yaml) for each lease whose holder,
+// state or transitions change, as the Lease watch reports them.
+func watchStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOptions, output string, streams genericiooptions.IOStreams) error {
+	opts.Now = time.Now()
+	list, err := GatherStatus(ctx, cs, opts)
+	if err != nil {
+		return err
+	}
+	if err := RenderStatus(streams.Out, list, output); err != nil {
+		return err
+	}
+	last := map[string]string{}
+	for _, s := range list.Items {
+		last[s.Namespace+"/"+s.Name] = s.change()
+	}
+	w, err := cs.CoordinationV1().Leases(opts.Namespace).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
+	defer w.Stop()
+	for range w.ResultChan() {
+		opts.Now = time.Now()
+		list, err := GatherStatus(ctx, cs, opts)
+		if err != nil {
+			fmt.Fprintln(streams.ErrOut, "kubectl-leasegate:", err)
+			continue
+		}
+		changed := &StatusList{APIVersion: list.APIVersion, Kind: list.Kind, ObservedAt: list.ObservedAt}
+		for _, s := range list.Items {
+			key := s.Namespace + "/" + s.Name
+			if last[key] != s.change() {
+				last[key] = s.change()
+				changed.Items = append(changed.Items, s)
+			}
+		}
+		if len(changed.Items) == 0 {
+			continue
+		}
+		if err := renderRows(streams, changed, output); err != nil {
+			return err
+		}
+	}
+	if ctx.Err() != nil {
+		return nil
+	}
+	return errors.New("the Lease watch ended; run the command again")
+}
+
+// renderRows prints rows without a header (tables), or the documents.
+func renderRows(streams genericiooptions.IOStreams, list *StatusList, output string) error {
+	if output != OutputTable && output != OutputWide {
+		return RenderStatus(streams.Out, list, output)
+	}
+	t := newTable(streams.Out)
+	for i := range list.Items {
+		fmt.Fprintln(t, statusRow(&list.Items[i], list.ObservedAt, output == OutputWide))
+	}
+	return t.Flush()
+}
+
+// change is what --watch reprints a row for.
+func (s *LeaseStatus) change() string {
+	return fmt.Sprintf("%s|%s|%d", s.Holder, s.State, s.Transitions)
+}

@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/duration"
+	"sigs.k8s.io/yaml"
+)
+
+// Output formats of -o.
+const (
+	OutputTable = "table"
+	OutputWide  = "wide"
+	OutputJSON  = "json"
+	OutputYAML  = "yaml"
+)
+
+// Outputs are the formats -o accepts.
+var Outputs = []string{OutputTable, OutputWide, OutputJSON, OutputYAML}
+
+// newTable writes aligned columns as kubectl does.
+func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 6, 4, 3, ' ', 0) }
+
+// RenderStatus writes list in format.
+func RenderStatus(w io.Writer, list *StatusList, format string) error {
+	switch format {
+	case OutputJSON:
+		data, err := json.MarshalIndent(list, "", "  ")
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, "%s\n", data)
+		return err
+	case OutputYAML:
+		data, err := yaml.Marshal(list)
+		if err != nil {
+			return err
+		}
+		_, err = w.Write(data)
+		return err
+	case OutputTable, OutputWide:
+		t := newTable(w)
+		header := "NAMESPACE\tLEASE\tHOLDER\tSTATE\tSINCE\tTRANSITIONS\tRENEWED\tCRASH TAKEOVER\tCANDIDATES\tAGENTS\tGUARDS\tDENIALS (1H)"
+		if format == OutputWide {
+			header += "\tRENEW DEADLINE\tRETRY PERIOD\tNODE"
+		}
+		fmt.Fprintln(t, header)
+		for i := range list.Items {
+			fmt.Fprintln(t, statusRow(&list.Items[i], list.ObservedAt, format == OutputWide))
+		}
+		return t.Flush()
+	}
+	return fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(Outputs, ", "))
+}
+
+// statusRow is one lease's row: what an operator reads at a glance.
+func statusRow(s *LeaseStatus, now time.Time, wide bool) string {
+	holder := s.HolderPod
+	if holder == "" {
+		holder = orNone(s.Holder)
+	}
+	ready := 0
+	for _, c := range s.Candidates {
+		if c.Ready {
+			ready++
+		}
+	}
+	guards := strings.Join(s.Guards, ",")
+	cells := []string{
+		s.Namespace, s.Name, holder, s.State, age(s.Since, now), strconv.Itoa(int(s.Transitions)),
+		fmt.Sprintf("%s/%ds", age(s.RenewTime, now), s.LeaseDurationSeconds),
+		(time.Duration(s.CrashTakeoverSeconds * float64(time.Second))).String(),
+		fmt.Sprintf("%d/%d ready", ready, len(s.Candidates)), s.Verdict, orNone(guards), strconv.Itoa(s.DenialsLastHour),
+	}
+	if wide {
+		node := ""
+		for _, c := range s.Candidates {
+			if c.Pod == s.HolderPod {
+				node = c.Node
+			}
+		}
+		cells = append(cells, orNone(s.RenewDeadline), orNone(s.RetryPeriod), orNone(node))
+	}
+	return strings.Join(cells, "\t")
+}
+
+// age is how long before now t was, as kubectl prints ages; "<none>" without a time.
+func age(t *time.Time, now time.Time) string {
+	if t == nil {
+		return "<none>"
+	}
+	return duration.HumanDuration(now.Sub(*t))
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "<none>"
+	}
+	return s
+}
