@@ -30,9 +30,10 @@ help: ## List the targets.
 	@awk -F':.*## ' '/^[a-z0-9-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: build
-build: ## Build leasegate-agent and leasegate-webhook into bin/.
+build: ## Build leasegate-agent, leasegate-webhook and the kubectl plugin kubectl-leasegate into bin/.
 	$(GO_BUILD) -o $(BIN)/leasegate-agent ./cmd/agent
 	$(GO_BUILD) -o $(BIN)/leasegate-webhook ./cmd/webhook
+	$(GO_BUILD) -o $(BIN)/kubectl-leasegate ./cmd/kubectl-leasegate
 
 .PHONY: controlplane
 controlplane: $(CONTROLPLANE_DEP) ## Build kube-apiserver and etcd from the Go module proxy into bin/ (cached).

@@ -348,10 +348,14 @@ func (r *CheckReport) checkGuardedRules(cfg *config.Config, hooks []webhookEntry
 	for _, g := range cfg.Guards {
 		for _, res := range g.Resources {
 			for _, resource := range res.Resources {
+				var ops []string
 				for _, op := range res.Operations {
 					if !covered[res.Group+"|"+resource+"|"+op] && !covered["*|"+resource+"|"+op] && !covered[res.Group+"|*|"+op] && !covered[res.Group+"|"+resource+"|*"] {
-						missing = append(missing, fmt.Sprintf("%s %s (guard %s)", op, groupResource(res.Group, resource), g.Name))
+						ops = append(ops, op)
 					}
+				}
+				if len(ops) > 0 {
+					missing = append(missing, fmt.Sprintf("%s %s (guard %s)", strings.Join(ops, "/"), groupResource(res.Group, resource), g.Name))
 				}
 			}
 		}
