@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
-	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/labels"
@@ -472,20 +471,8 @@ func (r *CheckReport) checkDisruptionBudgets(ctx context.Context, cs kubernetes.
 // RenderCheck writes report in format: a table (wide is the same), JSON or YAML.
 func RenderCheck(w io.Writer, report *CheckReport, format string) error {
 	switch format {
-	case OutputJSON:
-		data, err := json.MarshalIndent(report, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
-		return err
-	case OutputYAML:
-		data, err := yaml.Marshal(report)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
+	case OutputJSON, OutputYAML:
+		return renderDocument(w, report, format)
 	case OutputTable, OutputWide:
 		if len(report.Findings) == 0 {
 			_, err := fmt.Fprintln(w, "No problems found.")

@@ -36,22 +36,25 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 
 type installFlags struct{ namespace, configName, webhookConfiguration string }
 
-// clientset builds a clientset from kubectl's flags.
-func clientset(kube *genericclioptions.ConfigFlags) (kubernetes.Interface, error) {
+// connect checks -o, builds a clientset from kubectl's flags, and resolves the namespace: -n, the
+// kubeconfig context's, or "" for every namespace with -A.
+func connect(kube *genericclioptions.ConfigFlags, all bool, output string) (kubernetes.Interface, string, error) {
+	if !slices.Contains(Outputs, output) {
+		return nil, "", fmt.Errorf("-o %s: use one of %v", output, Outputs)
+	}
 	config, err := kube.ToRESTConfig()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	return kubernetes.NewForConfig(config)
-}
-
-// namespaceOf is -n, the kubeconfig context's namespace, or "" for every namespace with -A.
-func namespaceOf(kube *genericclioptions.ConfigFlags, all bool) (string, error) {
+	cs, err := kubernetes.NewForConfig(config)
+	if err != nil {
+		return nil, "", err
+	}
 	if all {
-		return "", nil
+		return cs, "", nil
 	}
 	ns, _, err := kube.ToRawKubeConfigLoader().Namespace()
-	return ns, err
+	return cs, ns, err
 }
 
 func newStatusCommand(kube *genericclioptions.ConfigFlags, install *installFlags, streams genericiooptions.IOStreams) *cobra.Command {
@@ -69,14 +72,7 @@ func newStatusCommand(kube *genericclioptions.ConfigFlags, install *installFlags
   kubectl leasegate status -A -o json   # shape: apiVersion leasegate.io/v1alpha1, kind LeaseStatusList`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !slices.Contains(Outputs, output) {
-				return fmt.Errorf("-o %s: use one of %v", output, Outputs)
-			}
-			cs, err := clientset(kube)
-			if err != nil {
-				return err
-			}
-			ns, err := namespaceOf(kube, all)
+			cs, ns, err := connect(kube, all, output)
 			if err != nil {
 				return err
 			}
@@ -113,14 +109,7 @@ func newCheckCommand(kube *genericclioptions.ConfigFlags, install *installFlags,
   kubectl leasegate check -n shop -o json   # shape: apiVersion leasegate.io/v1alpha1, kind CheckReport`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains(Outputs, output) {
-				return fmt.Errorf("-o %s: use one of %v", output, Outputs)
-			}
-			cs, err := clientset(kube)
-			if err != nil {
-				return err
-			}
-			ns, err := namespaceOf(kube, all)
+			cs, ns, err := connect(kube, all, output)
 			if err != nil {
 				return err
 			}

@@ -30,20 +30,8 @@ func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 6, 
 // RenderStatus writes list in format.
 func RenderStatus(w io.Writer, list *StatusList, format string) error {
 	switch format {
-	case OutputJSON:
-		data, err := json.MarshalIndent(list, "", "  ")
-		if err != nil {
-			return err
-		}
-		_, err = fmt.Fprintf(w, "%s\n", data)
-		return err
-	case OutputYAML:
-		data, err := yaml.Marshal(list)
-		if err != nil {
-			return err
-		}
-		_, err = w.Write(data)
-		return err
+	case OutputJSON, OutputYAML:
+		return renderDocument(w, list, format)
 	case OutputTable, OutputWide:
 		t := newTable(w)
 		header := "NAMESPACE\tLEASE\tHOLDER\tSTATE\tSINCE\tTRANSITIONS\tRENEWED\tCRASH TAKEOVER\tCANDIDATES\tAGENTS\tGUARDS\tDENIALS (1H)"
@@ -57,6 +45,24 @@ func RenderStatus(w io.Writer, list *StatusList, format string) error {
 		return t.Flush()
 	}
 	return fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(Outputs, ", "))
+}
+
+// renderDocument writes v as indented JSON or as YAML.
+func renderDocument(w io.Writer, v any, format string) error {
+	var data []byte
+	var err error
+	if format == OutputJSON {
+		if data, err = json.MarshalIndent(v, "", "  "); err == nil {
+			data = append(data, '\n')
+		}
+	} else {
+		data, err = yaml.Marshal(v)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(data)
+	return err
 }
 
 // statusRow is one lease's row: what an operator reads at a glance.

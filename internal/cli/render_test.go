@@ -3,13 +3,13 @@ package cli
 import (
 	"bytes"
 	"flag"
-	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/internal/golden"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -86,19 +86,7 @@ func TestRenderCheckGolden(t *testing.T) {
 
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("no golden file %s: run go test ./internal/cli -update to create it", path)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s is stale; the output is now:\n%s\nrun go test ./internal/cli -update and review the diff", path, got)
-	}
+	golden.Compare(t, path, got, *update, "go test ./internal/cli -update")
 }
 
 func TestVerdict(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/golden"
 	"github.com/leasegate/leasegate/internal/labels"
 )
 
@@ -121,19 +122,7 @@ func render(t *testing.T, result Result, err error) []byte {
 
 func compareGolden(t *testing.T, path string, got []byte) {
 	t.Helper()
-	if *update {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	want, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatalf("no golden file %s: run go test ./internal/inject -update to create it", path)
-	}
-	if string(want) != string(got) {
-		t.Errorf("%s is stale; the injector now produces:\n%s\nrun go test ./internal/inject -update and review the diff", path, got)
-	}
+	golden.Compare(t, path, got, *update, "go test ./internal/inject -update")
 }
 
 func readPod(t testing.TB, path string) *corev1.Pod {

@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/cli"
+	"github.com/leasegate/leasegate/internal/golden"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -44,15 +45,7 @@ var updateGoldens = flag.Bool("update", false, "rewrite test/e2e/testdata/*.gold
 var cliNow = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
 func compareE2EGolden(name string, got []byte) {
-	path := filepath.Join("testdata", name)
-	if *updateGoldens {
-		Expect(os.MkdirAll("testdata", 0o755)).To(Succeed())
-		Expect(os.WriteFile(path, got, 0o644)).To(Succeed())
-		return
-	}
-	want, err := os.ReadFile(path)
-	Expect(err).NotTo(HaveOccurred(), "run go test ./test/e2e -update -ginkgo.focus=kubectl to create %s", path)
-	Expect(string(got)).To(Equal(string(want)), "%s is stale: run go test ./test/e2e -update -ginkgo.focus=kubectl and review the diff", path)
+	golden.Compare(GinkgoT(), filepath.Join("testdata", name), got, *updateGoldens, "go test ./test/e2e -update -ginkgo.focus=kubectl")
 }
 
 var _ = Describe("kubectl leasegate", Ordered, func() {

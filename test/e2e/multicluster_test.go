@@ -530,7 +530,8 @@ guards:
 			g.Expect(status.HolderCluster).To(Equal(b.name))
 		}, 3*mclLeaseDuration, 50*time.Millisecond).Should(Succeed())
 		Consistently(inA.acting.Load, mclLeaseDuration, 20*time.Millisecond).Should(BeFalse(), "A's candidate stands again but waits")
-		Expect(stale.stop()).To(BeEmpty())
+		stale.stop()
+		Expect(stale.findings()).To(BeEmpty())
 		Expect(monitor.overlaps()).To(BeEmpty())
 		rss, err := controller.RSSBytes()
 		Expect(err).NotTo(HaveOccurred())
@@ -738,45 +739,20 @@ func etcdClientCertDir(dir string, etcd *framework.EtcdCluster) string {
 	return certDir
 }
 
-// staleLeadership samples a cluster's status every 20 ms while another cluster's candidate acts: a status
-// that lets the fence and agents of c admit id then (LocalLeader) is stale leadership.
-type staleLeadership struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	seen   []string
-}
-
-func sampleStaleLeadership(ctx context.Context, c *mclCluster, id string, elsewhere *mclCandidate) *staleLeadership {
-	ctx, cancel := context.WithCancel(ctx)
-	s := &staleLeadership{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(s.done)
-		ticker := time.NewTicker(20 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-			}
-			m := &v1alpha1.MultiClusterLease{}
-			if err := c.client.Get(ctx, client.ObjectKey{Namespace: currentNamespace, Name: currentElection}, m); err != nil {
-				continue
-			}
-			if now := time.Now(); elsewhere.acting.Load() && m.Status.LocalLeader(now) == id {
-				s.seen = append(s.seen, fmt.Sprintf("%s: cluster %s's status lets %s act until %s while %s leads",
-					now.Format(time.StampMilli), c.name, id, m.Status.ValidUntil.Format(time.StampMilli), elsewhere.id))
-			}
+// sampleStaleLeadership samples c's status while another cluster's candidate acts: a status that lets
+// the fence and agents of c admit id then (LocalLeader) is stale leadership.
+func sampleStaleLeadership(ctx context.Context, c *mclCluster, id string, elsewhere *mclCandidate) *sampler {
+	return startSampler(ctx, func(ctx context.Context) (string, bool) {
+		m := &v1alpha1.MultiClusterLease{}
+		if err := c.client.Get(ctx, client.ObjectKey{Namespace: currentNamespace, Name: currentElection}, m); err != nil {
+			return "", true
 		}
-	}()
-	return s
-}
-
-// stop ends the sampling and returns what it saw.
-func (s *staleLeadership) stop() []string {
-	s.cancel()
-	<-s.done
-	return s.seen
+		if now := time.Now(); elsewhere.acting.Load() && m.Status.LocalLeader(now) == id {
+			return fmt.Sprintf("cluster %s's status lets %s act until %s while %s leads",
+				c.name, id, m.Status.ValidUntil.Format(time.StampMilli), elsewhere.id), false
+		}
+		return "", true
+	})
 }
 
 // identities are the agents' holder identities.
@@ -900,13 +876,51 @@ func otherThan(candidates []*mclCandidate, leader *mclCandidate) *mclCandidate {
 	return nil
 }
 
-// twoLeaders samples every 20 ms whether more than one candidate acts, across clusters.
+// sampler calls sample every 20 ms until stopped and keeps what it reports as wrong.
+type sampler struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	mu     sync.Mutex
+	seen   []string
+}
+
+func startSampler(ctx context.Context, sample func(context.Context) (wrong string, ok bool)) *sampler {
+	ctx, cancel := context.WithCancel(ctx)
+	s := &sampler{cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		ticker := time.NewTicker(20 * time.Millisecond)
+		defer ticker.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-ticker.C:
+			}
+			if wrong, ok := sample(ctx); !ok {
+				s.mu.Lock()
+				s.seen = append(s.seen, time.Now().Format(time.StampMilli)+": "+wrong)
+				s.mu.Unlock()
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) stop() { s.cancel(); <-s.done }
+
+// findings are what the samples reported so far.
+func (s *sampler) findings() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.seen)
+}
+
+// twoLeaders samples whether more than one candidate acts, across clusters.
 type twoLeaders struct {
-	cancel     context.CancelFunc
-	done       chan struct{}
+	*sampler
 	mu         sync.Mutex
 	candidates []*mclCandidate
-	seen       []string
 }
 
 // follow makes the monitor sample candidates from now on (the spec replaced one).
@@ -917,38 +931,17 @@ func (m *twoLeaders) follow(candidates []*mclCandidate) {
 }
 
 func watchForTwoLeaders(candidates []*mclCandidate) *twoLeaders {
-	ctx, cancel := context.WithCancel(context.Background())
-	m := &twoLeaders{cancel: cancel, done: make(chan struct{}), candidates: slices.Clone(candidates)}
-	go func() {
-		defer close(m.done)
-		ticker := time.NewTicker(20 * time.Millisecond)
-		defer ticker.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-ticker.C:
-				m.mu.Lock()
-				ids := actingIDs(m.candidates)
-				m.mu.Unlock()
-				if len(ids) > 1 {
-					m.mu.Lock()
-					m.seen = append(m.seen, fmt.Sprintf("%s: %v", time.Now().Format(time.StampMilli), ids))
-					m.mu.Unlock()
-				}
-			}
-		}
-	}()
+	m := &twoLeaders{candidates: slices.Clone(candidates)}
+	m.sampler = startSampler(context.Background(), func(context.Context) (string, bool) {
+		m.mu.Lock()
+		ids := actingIDs(m.candidates)
+		m.mu.Unlock()
+		return fmt.Sprint(ids), len(ids) <= 1
+	})
 	return m
 }
 
-func (m *twoLeaders) stop() { m.cancel(); <-m.done }
-
-func (m *twoLeaders) overlaps() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen)
-}
+func (m *twoLeaders) overlaps() []string { return m.findings() }
 
 // tokenWatch checks that the fencing token only grows, in every cluster's status.
 type tokenWatch struct{ last int64 }
