@@ -37,6 +37,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/test/e2e/cluster"
+	"github.com/leasegate/leasegate/internal/cli"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -155,6 +156,30 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			identities[p.Name+"_"+string(p.UID)] = true
 		}
 		Eventually(func() string { return holder(ctx, node, "orders") }).WithTimeout(30 * time.Second).Should(BeKeyOf(identities))
+
+		By("kubectl leasegate status: every agent answers through the API server's pod proxy and agrees with the Lease")
+		Eventually(func(g Gomega) {
+			list, err := cli.GatherStatus(ctx, node.Client, cli.StatusOptions{
+				Namespace: app, Lease: "orders", LeasegateNamespace: leasegateNamespace, ConfigName: "leasegate-config",
+				Ask: cli.AgentViaProxy(node.Client), Now: time.Now(),
+			})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(list.Items).To(HaveLen(1))
+			s := list.Items[0]
+			g.Expect(s.Holder).To(BeKeyOf(identities))
+			g.Expect(s.Candidates).To(HaveLen(3))
+			for _, c := range s.Candidates {
+				g.Expect(c.AgentError).To(BeEmpty(), "the agent of %s", c.Pod)
+				g.Expect(c.Ready).To(BeTrue())
+			}
+			g.Expect(s.Verdict).To(Equal(cli.VerdictAgrees))
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		By("kubectl leasegate check: the install as helm made it has no error")
+		report, err := cli.Check(ctx, node.Client, app, cli.CheckOptions{
+			LeasegateNamespace: leasegateNamespace, ConfigName: "leasegate-config", WebhookConfiguration: "leasegate", Now: time.Now(),
+		})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(report.Errors).To(BeZero(), "%+v", report.Findings)
 	})
 
 	It("applies guards added to leasegate-config live, and refuses a bad edit with the message the user sees", func() {
