@@ -35,9 +35,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/internal/cli"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/test/e2e/cluster"
-	"github.com/leasegate/leasegate/internal/cli"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
