@@ -47,8 +47,9 @@ func Default(c *Config) {
 			}
 		}
 	}
-	// Measured: the agent's RSS is about 20 MiB; the limit leaves room for a burst of watch events.
-	if c.Agent.Resources.Requests == nil && c.Agent.Resources.Limits == nil {
+	// Measured: the agent's RSS is about 20 MiB; the limit leaves room for a burst of watch events. An
+	// empty block (resources: {limits: {}}) asks for nothing, so it gets these too, as no block does.
+	if len(c.Agent.Resources.Requests) == 0 && len(c.Agent.Resources.Limits) == 0 {
 		c.Agent.Resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),

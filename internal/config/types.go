@@ -87,8 +87,10 @@ type GuardedResource struct {
 
 // Exempt lists requesters that are never fenced.
 type Exempt struct {
-	Users  []string `json:"users,omitempty"`
-	Groups []string `json:"groups,omitempty"`
+	Users []string `json:"users,omitempty"`
+	// Groups defaults to system:masters; an explicit empty list exempts no group, so it is written out
+	// as one (omitempty would turn it back into the default).
+	Groups []string `json:"groups"`
 }
 
 // Election is an election's timing. Pointers tell "unset" from an explicit zero (a clock skew margin of
