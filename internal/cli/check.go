@@ -4,18 +4,15 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
-	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/labels"
-	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/validate"
 )
 
@@ -98,6 +95,7 @@ type CheckOptions struct {
 func Check(ctx context.Context, cs kubernetes.Interface, namespace string, opts CheckOptions) (*CheckReport, error) {
 	r := &CheckReport{APIVersion: StatusAPIVersion, Kind: "CheckReport", ObservedAt: opts.Now.UTC(), Findings: []Finding{}}
 	admission := cs.AdmissionregistrationV1()
+	reinstall := "helm upgrade --install leasegate charts/leasegate -n " + opts.LeasegateNamespace + " (or --webhook-configuration if you renamed it)"
 	var hooks []webhookEntry
 	mutating, err := admission.MutatingWebhookConfigurations().Get(ctx, opts.WebhookConfiguration, metav1.GetOptions{})
 	haveMutating := err == nil
@@ -105,7 +103,7 @@ func Check(ctx context.Context, cs kubernetes.Interface, namespace string, opts 
 	case apierrors.IsNotFound(err):
 		r.add(CodeWebhookConfigurationMissing, SeverityError, "MutatingWebhookConfiguration/"+opts.WebhookConfiguration,
 			"pods are not injected: the mutating webhook configuration is missing",
-			"helm upgrade --install leasegate charts/leasegate -n "+opts.LeasegateNamespace+" (or --webhook-configuration if you renamed it)")
+			reinstall)
 	case err != nil:
 		return nil, err
 	default:
@@ -119,7 +117,7 @@ func Check(ctx context.Context, cs kubernetes.Interface, namespace string, opts 
 	case apierrors.IsNotFound(err):
 		r.add(CodeWebhookConfigurationMissing, SeverityError, "ValidatingWebhookConfiguration/"+opts.WebhookConfiguration,
 			"nothing is fenced: the validating webhook configuration is missing",
-			"helm upgrade --install leasegate charts/leasegate -n "+opts.LeasegateNamespace+" (or --webhook-configuration if you renamed it)")
+			reinstall)
 	case err != nil:
 		return nil, err
 	default:
@@ -197,11 +195,11 @@ func (r *CheckReport) checkEntries(hooks []webhookEntry, haveMutating, haveValid
 			if got != nil {
 				policy = string(*got)
 			}
-			severity, why := SeverityWarning, "writes pass unchecked while the webhook is down"
+			why := "writes pass unchecked while the webhook is down"
 			if want.policy == admissionregistrationv1.Ignore {
 				why = "every Lease write waits on the webhook, so an outage stops elections"
 			}
-			r.add(CodeFailurePolicy, severity, entryObject(hooks[i]),
+			r.add(CodeFailurePolicy, SeverityWarning, entryObject(hooks[i]),
 				fmt.Sprintf("failurePolicy is %s, not %s: %s", policy, want.policy, why),
 				"set webhook.failurePolicy in the chart's values back to the default, unless you chose this")
 		}
@@ -382,8 +380,8 @@ func (r *CheckReport) checkAgents(ctx context.Context, cs kubernetes.Interface, 
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
-		for _, t := range agentTimings(pod) {
-			if err := t.Validate(); err != nil {
+		for _, e := range agentElections(pod) {
+			if err := e.Timing().Validate(); err != nil {
 				r.add(CodeAgentTiming, SeverityError, "Pod/"+pod.Namespace+"/"+pod.Name, "its agent's timing breaks the rules: "+err.Error(),
 					"fix the pod template's leasegate.io/ timing annotations (or takeover) and roll the workload")
 			}
@@ -392,42 +390,16 @@ func (r *CheckReport) checkAgents(ctx context.Context, cs kubernetes.Interface, 
 	return nil
 }
 
-// agentTimings are the timings of every election injected into pod's agent.
-func agentTimings(pod *corev1.Pod) []lease.Timing {
-	env := agentEnv(pod)
-	if env == nil {
-		return nil
-	}
-	if elections, several := env["LEASEGATE_ELECTIONS"]; several {
-		var specs []lease.ElectionSpec
-		if json.Unmarshal([]byte(elections), &specs) != nil {
-			return []lease.Timing{{}}
-		}
-		timings := make([]lease.Timing, len(specs))
-		for i, s := range specs {
-			timings[i] = s.Timing()
-		}
-		return timings
-	}
-	var t lease.Timing
-	t.LeaseDuration, _ = time.ParseDuration(env["LEASEGATE_LEASE_DURATION"])
-	t.RenewDeadline, _ = time.ParseDuration(env["LEASEGATE_RENEW_DEADLINE"])
-	t.RetryPeriod, _ = time.ParseDuration(env["LEASEGATE_RETRY_PERIOD"])
-	return []lease.Timing{t}
-}
-
 // checkNativeSidecars warns when injected agents cannot be native sidecars, so start: leader and
 // on-loss: restart are refused.
 func (r *CheckReport) checkNativeSidecars(cs kubernetes.Interface, cfg *config.Config) error {
-	v, err := cs.Discovery().ServerVersion()
+	caps, err := inject.DiscoverCapabilities(cs.Discovery())
 	if err != nil {
-		return fmt.Errorf("asking the API server its version: %w", err)
+		return err
 	}
-	major, _ := strconv.Atoi(v.Major)
-	minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
 	switch {
-	case major == 1 && minor < 29:
-		r.add(CodeNoNativeSidecars, SeverityWarning, "APIServer/"+v.GitVersion,
+	case !caps.NativeSidecars:
+		r.add(CodeNoNativeSidecars, SeverityWarning, "kube-apiserver",
 			"native sidecars need Kubernetes 1.29: agents run as regular containers, and start: leader and on-loss: restart are refused",
 			"upgrade the cluster to 1.29 or later")
 	case cfg != nil && cfg.Agent.NativeSidecar == config.NativeSidecarNever:

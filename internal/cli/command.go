@@ -8,10 +8,12 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/cli-runtime/pkg/genericiooptions"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 )
 
 // NewCommand is kubectl-leasegate: kubectl's own connection flags (--kubeconfig, --context, -n, ...),
@@ -93,7 +95,7 @@ func newStatusCommand(kube *genericclioptions.ConfigFlags, install *installFlags
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "every namespace")
 	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "table, wide, json or yaml")
-	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the report, print a lease's row again whenever its holder, state or transitions change")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "after the report, print a lease's row again whenever its holder or transitions change")
 	return cmd
 }
 
@@ -134,9 +136,17 @@ func newCheckCommand(kube *genericclioptions.ConfigFlags, install *installFlags,
 	return cmd
 }
 
-// watchStatus prints the report, then a row (a document with -o json|yaml) for each lease whose holder,
-// state or transitions change, as the Lease watch reports them.
+// watchStatus prints the report, then a row (a document with -o json|yaml) for each lease whose holder
+// or transitions change. Renewals, which are most of the Lease watch's events, change neither and cost
+// nothing: only a change is gathered again (and its agents asked).
 func watchStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOptions, output string, streams genericiooptions.IOStreams) error {
+	// observed is what each Lease in scope held when last seen, so that a renewal, or any write to a
+	// lease out of the report, gathers nothing; printed is what each row last said. The list comes first:
+	// a change made before the report shows in it, and one made after in the watch.
+	leases, err := cs.CoordinationV1().Leases(opts.Namespace).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err
+	}
 	opts.Now = time.Now()
 	list, err := GatherStatus(ctx, cs, opts)
 	if err != nil {
@@ -145,16 +155,28 @@ func watchStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOption
 	if err := RenderStatus(streams.Out, list, output); err != nil {
 		return err
 	}
-	last := map[string]string{}
-	for _, s := range list.Items {
-		last[s.Namespace+"/"+s.Name] = s.change()
+	observed, printed := map[string]string{}, map[string]string{}
+	for _, l := range leases.Items {
+		observed[l.Namespace+"/"+l.Name] = change(ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.LeaseTransitions, 0))
 	}
-	w, err := cs.CoordinationV1().Leases(opts.Namespace).Watch(ctx, metav1.ListOptions{})
+	for _, s := range list.Items {
+		printed[s.Namespace+"/"+s.Name] = change(s.Holder, s.Transitions)
+	}
+	w, err := cs.CoordinationV1().Leases(opts.Namespace).Watch(ctx, metav1.ListOptions{ResourceVersion: leases.ResourceVersion})
 	if err != nil {
 		return err
 	}
 	defer w.Stop()
-	for range w.ResultChan() {
+	for event := range w.ResultChan() {
+		l, ok := event.Object.(*coordinationv1.Lease)
+		if !ok || (opts.Lease != "" && l.Name != opts.Lease) {
+			continue
+		}
+		key, now := l.Namespace+"/"+l.Name, change(ptr.Deref(l.Spec.HolderIdentity, ""), ptr.Deref(l.Spec.LeaseTransitions, 0))
+		if seen, known := observed[key]; known && seen == now {
+			continue
+		}
+		observed[key] = now
 		opts.Now = time.Now()
 		list, err := GatherStatus(ctx, cs, opts)
 		if err != nil {
@@ -164,15 +186,15 @@ func watchStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOption
 		changed := &StatusList{APIVersion: list.APIVersion, Kind: list.Kind, ObservedAt: list.ObservedAt}
 		for _, s := range list.Items {
 			key := s.Namespace + "/" + s.Name
-			if last[key] != s.change() {
-				last[key] = s.change()
+			if now := change(s.Holder, s.Transitions); printed[key] != now {
+				printed[key] = now
 				changed.Items = append(changed.Items, s)
 			}
 		}
 		if len(changed.Items) == 0 {
 			continue
 		}
-		if err := renderRows(streams, changed, output); err != nil {
+		if err := renderStatus(streams.Out, changed, output, false); err != nil {
 			return err
 		}
 	}
@@ -182,19 +204,7 @@ func watchStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOption
 	return errors.New("the Lease watch ended; run the command again")
 }
 
-// renderRows prints rows without a header (tables), or the documents.
-func renderRows(streams genericiooptions.IOStreams, list *StatusList, output string) error {
-	if output != OutputTable && output != OutputWide {
-		return RenderStatus(streams.Out, list, output)
-	}
-	t := newTable(streams.Out)
-	for i := range list.Items {
-		fmt.Fprintln(t, statusRow(&list.Items[i], list.ObservedAt, output == OutputWide))
-	}
-	return t.Flush()
-}
-
 // change is what --watch reprints a row for.
-func (s *LeaseStatus) change() string {
-	return fmt.Sprintf("%s|%s|%d", s.Holder, s.State, s.Transitions)
+func change(holder string, transitions int32) string {
+	return fmt.Sprintf("%s|%d", holder, transitions)
 }

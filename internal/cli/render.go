@@ -29,16 +29,23 @@ func newTable(w io.Writer) *tabwriter.Writer { return tabwriter.NewWriter(w, 6, 
 
 // RenderStatus writes list in format.
 func RenderStatus(w io.Writer, list *StatusList, format string) error {
+	return renderStatus(w, list, format, true)
+}
+
+// renderStatus writes list, a table with its header or without (the rows --watch adds).
+func renderStatus(w io.Writer, list *StatusList, format string, header bool) error {
 	switch format {
 	case OutputJSON, OutputYAML:
 		return renderDocument(w, list, format)
 	case OutputTable, OutputWide:
 		t := newTable(w)
-		header := "NAMESPACE\tLEASE\tHOLDER\tSTATE\tSINCE\tTRANSITIONS\tRENEWED\tCRASH TAKEOVER\tCANDIDATES\tAGENTS\tGUARDS\tDENIALS (1H)"
-		if format == OutputWide {
-			header += "\tRENEW DEADLINE\tRETRY PERIOD\tNODE"
+		if header {
+			columns := "NAMESPACE\tLEASE\tHOLDER\tSTATE\tSINCE\tTRANSITIONS\tRENEWED\tCRASH TAKEOVER\tCANDIDATES\tAGENTS\tGUARDS\tDENIALS (1H)"
+			if format == OutputWide {
+				columns += "\tRENEW DEADLINE\tRETRY PERIOD\tNODE"
+			}
+			fmt.Fprintln(t, columns)
 		}
-		fmt.Fprintln(t, header)
 		for i := range list.Items {
 			fmt.Fprintln(t, statusRow(&list.Items[i], list.ObservedAt, format == OutputWide))
 		}

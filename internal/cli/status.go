@@ -62,7 +62,7 @@ type LeaseStatus struct {
 	// CrashTakeoverSeconds is the most a crashed holder keeps the others out: lease duration + margin. A
 	// graceful stop releases the lease and costs a watch round trip instead.
 	CrashTakeoverSeconds float64 `json:"crashTakeoverSeconds"`
-	// Timing is the renew deadline and retry period the candidates' agents were given, when they agree.
+	// RenewDeadline and RetryPeriod are what the candidates' agents were given, when they all agree.
 	RenewDeadline string `json:"renewDeadline,omitempty"`
 	RetryPeriod   string `json:"retryPeriod,omitempty"`
 	// Candidates are the injected pods that elect on the lease.
@@ -151,7 +151,7 @@ func GatherStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOptio
 		s.DenialsLastHour = countDenials(denials, l.Namespace, l.Name)
 		for j := range pods.Items {
 			pod := &pods.Items[j]
-			if pod.Namespace == l.Namespace && slices.Contains(leasesOfPod(pod), l.Name) {
+			if pod.Namespace == l.Namespace && slices.Contains(inject.StatusOf(pod).LeaseNames(), l.Name) {
 				s.addCandidate(ctx, pod, opts.Ask)
 			}
 		}
@@ -225,32 +225,24 @@ func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) L
 	return s
 }
 
-// leasesOfPod are the leases an injected pod elects on (its status annotation).
-func leasesOfPod(pod *corev1.Pod) []string {
-	s := inject.StatusOf(pod)
-	if s.Lease != "" {
-		return []string{s.Lease}
-	}
-	return s.Leases
-}
-
 func (s *LeaseStatus) addCandidate(ctx context.Context, pod *corev1.Pod, ask AskAgent) {
-	c := Candidate{Pod: pod.Name, Node: pod.Spec.NodeName, Ready: isReady(pod)}
-	switch {
-	case ask == nil:
-		c.AgentError = "not asked"
-	default:
+	c := Candidate{Pod: pod.Name, Node: pod.Spec.NodeName, Ready: isReady(pod), AgentError: "not asked"}
+	if ask != nil {
 		if status, err := ask(ctx, pod, s.Name); err != nil {
 			c.AgentError = err.Error()
 		} else {
-			c.Agent = status
+			c.Agent, c.AgentError = status, ""
 		}
 	}
-	if renew, retry, ok := agentTiming(pod, s.Name); ok && (len(s.Candidates) == 0 || s.RenewDeadline == renew && s.RetryPeriod == retry) {
-		s.RenewDeadline, s.RetryPeriod = renew, retry
-	} else {
-		s.RenewDeadline, s.RetryPeriod = "", ""
+	renew, retry := "", ""
+	elections := agentElections(pod)
+	if i := slices.IndexFunc(elections, func(e lease.ElectionSpec) bool { return e.Lease == s.Name }); i >= 0 {
+		renew, retry = elections[i].RenewDeadline.Duration.String(), elections[i].RetryPeriod.Duration.String()
 	}
+	if len(s.Candidates) > 0 && (renew != s.RenewDeadline || retry != s.RetryPeriod) {
+		renew, retry = "", "" // the candidates disagree: no one timing to show
+	}
+	s.RenewDeadline, s.RetryPeriod = renew, retry
 	s.Candidates = append(s.Candidates, c)
 }
 
@@ -263,36 +255,31 @@ func isReady(pod *corev1.Pod) bool {
 	return false
 }
 
-// agentTiming reads the renew deadline and retry period injected for leaseName into pod's agent.
-func agentTiming(pod *corev1.Pod, leaseName string) (renew, retry string, ok bool) {
-	env := agentEnv(pod)
-	elections, several := env["LEASEGATE_ELECTIONS"]
-	if !several {
-		return env["LEASEGATE_RENEW_DEADLINE"], env["LEASEGATE_RETRY_PERIOD"], env["LEASEGATE_RENEW_DEADLINE"] != ""
-	}
-	specs, err := lease.ParseElections(elections)
-	if err != nil {
-		return "", "", false
-	}
-	for _, spec := range specs {
-		if spec.Lease == leaseName {
-			return spec.RenewDeadline.Duration.String(), spec.RetryPeriod.Duration.String(), true
-		}
-	}
-	return "", "", false
-}
-
-// agentEnv is the literal environment of pod's agent container, nil without one.
-func agentEnv(pod *corev1.Pod) map[string]string {
+// agentElections are the elections injected into pod's agent, as its environment gives them: one from
+// LEASEGATE_LEASE and the timing variables, or LEASEGATE_ELECTIONS. They are read, not validated (kubectl
+// leasegate check reports timing the agent would refuse); nil for a pod without an agent.
+func agentElections(pod *corev1.Pod) []lease.ElectionSpec {
 	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
 		for _, c := range containers {
-			if c.Name == inject.AgentContainer {
-				env := map[string]string{}
-				for _, e := range c.Env {
-					env[e.Name] = e.Value
-				}
-				return env
+			if c.Name != inject.AgentContainer {
+				continue
 			}
+			env := map[string]string{}
+			for _, e := range c.Env {
+				env[e.Name] = e.Value
+			}
+			if elections, several := env["LEASEGATE_ELECTIONS"]; several {
+				var specs []lease.ElectionSpec
+				if json.Unmarshal([]byte(elections), &specs) != nil {
+					return []lease.ElectionSpec{{}} // unreadable: timing no agent accepts
+				}
+				return specs
+			}
+			var t lease.Timing
+			t.LeaseDuration, _ = time.ParseDuration(env["LEASEGATE_LEASE_DURATION"])
+			t.RenewDeadline, _ = time.ParseDuration(env["LEASEGATE_RENEW_DEADLINE"])
+			t.RetryPeriod, _ = time.ParseDuration(env["LEASEGATE_RETRY_PERIOD"])
+			return []lease.ElectionSpec{lease.NewElectionSpec(env["LEASEGATE_LEASE"], env["LEASEGATE_LEASE"], t, "")}
 		}
 	}
 	return nil

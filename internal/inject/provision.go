@@ -239,15 +239,20 @@ func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) erro
 // elections, each a Lease or, with leaseKind MultiClusterLease, a MultiClusterLease.
 func locksOf(pod *corev1.Pod) []lock {
 	s := StatusOf(pod)
-	names := s.Leases
-	if s.Lease != "" {
-		names = []string{s.Lease}
-	}
+	names := s.LeaseNames()
 	locks := make([]lock, len(names))
 	for i, name := range names {
 		locks[i] = lock{name: name, multiCluster: s.LeaseKind == config.LeaseKindMultiClusterLease}
 	}
 	return locks
+}
+
+// LeaseNames are the leases the pod elects on: its lease, or those of its elections.
+func (s Status) LeaseNames() []string {
+	if s.Lease != "" {
+		return []string{s.Lease}
+	}
+	return s.Leases
 }
 
 // StatusOf reads an injected pod's status annotation; the zero Status for any other pod.

@@ -8,14 +8,11 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strconv"
-	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -99,7 +96,11 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if opts.Namespace == "" {
 		return fmt.Errorf("--namespace is required (or POD_NAMESPACE): leasegate's own namespace, where %s lives", opts.ConfigName)
 	}
-	caps, err := capabilities(restConfig)
+	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
+	if err != nil {
+		return err
+	}
+	caps, err := inject.DiscoverCapabilities(dc)
 	if err != nil {
 		return err
 	}
@@ -220,27 +221,4 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	log.Info("Starting", "namespace", opts.Namespace, "webhookPort", opts.WebhookPort,
 		"nativeSidecars", caps.NativeSidecars, "multiClusterLeases", caps.MultiClusterLeases, "agentImage", initial.Agent.Image)
 	return mgr.Start(ctx)
-}
-
-// capabilities asks the API server, once, what it supports.
-func capabilities(config *rest.Config) (inject.Capabilities, error) {
-	dc, err := discovery.NewDiscoveryClientForConfig(config)
-	if err != nil {
-		return inject.Capabilities{}, err
-	}
-	v, err := dc.ServerVersion()
-	if err != nil {
-		return inject.Capabilities{}, fmt.Errorf("asking the API server its version: %w", err)
-	}
-	major, _ := strconv.Atoi(v.Major)
-	minor, _ := strconv.Atoi(strings.TrimSuffix(v.Minor, "+"))
-	caps := inject.Capabilities{NativeSidecars: major > 1 || (major == 1 && minor >= 29)}
-	_, err = dc.ServerResourcesForGroupVersion(v1alpha1.GroupVersion.String())
-	switch {
-	case err == nil:
-		caps.MultiClusterLeases = true
-	case !apierrors.IsNotFound(err):
-		return inject.Capabilities{}, fmt.Errorf("asking the API server whether it serves %s: %w", v1alpha1.GroupVersion, err)
-	}
-	return caps, nil
 }
