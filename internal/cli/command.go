@@ -32,7 +32,7 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	root.PersistentFlags().StringVar(&install.namespace, "leasegate-namespace", "leasegate-system", "the namespace leasegate is installed in")
 	root.PersistentFlags().StringVar(&install.configName, "config-name", "leasegate-config", "leasegate's ConfigMap")
 	root.PersistentFlags().StringVar(&install.webhookConfiguration, "webhook-configuration", "leasegate", "the name of leasegate's Mutating- and ValidatingWebhookConfiguration")
-	root.AddCommand(newStatusCommand(kube, &install, streams), newCheckCommand(kube, &install, streams))
+	root.AddCommand(newStatusCommand(kube, &install, streams), newCheckCommand(kube, &install, streams), newHandoverCommand(kube, &install, streams))
 	return root
 }
 
@@ -133,6 +133,39 @@ func newCheckCommand(kube *genericclioptions.ConfigFlags, install *installFlags,
 	}
 	cmd.Flags().BoolVarP(&all, "all-namespaces", "A", false, "check the elections of every namespace")
 	cmd.Flags().StringVarP(&output, "output", "o", OutputTable, "table, json or yaml")
+	return cmd
+}
+
+func newHandoverCommand(kube *genericclioptions.ConfigFlags, install *installFlags, streams genericiooptions.IOStreams) *cobra.Command {
+	var (
+		to      string
+		wait    bool
+		waitFor time.Duration
+	)
+	cmd := &cobra.Command{
+		Use:   "handover LEASE",
+		Short: "Ask a lease's holder to step down for a Ready candidate (planned maintenance); --wait prints the new holder and the time it took",
+		Example: `  kubectl leasegate handover orders -n shop --wait
+  kubectl leasegate handover orders -n shop --to orders-7d9c-x2x4q --wait`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cs, ns, err := connect(kube, false, OutputTable)
+			if err != nil {
+				return err
+			}
+			opts := HandoverOptions{
+				Namespace: ns, Lease: args[0], To: to,
+				LeasegateNamespace: install.namespace, ConfigName: install.configName,
+			}
+			if wait {
+				opts.Wait = waitFor
+			}
+			return Handover(cmd.Context(), cs, opts, streams.Out)
+		},
+	}
+	cmd.Flags().StringVar(&to, "to", "", "the pod that should take over (a Ready candidate); default: whichever other candidate is first")
+	cmd.Flags().BoolVar(&wait, "wait", false, "wait for the new holder and print it with the time the handover took")
+	cmd.Flags().DurationVar(&waitFor, "timeout", time.Minute, "how long --wait waits")
 	return cmd
 }
 

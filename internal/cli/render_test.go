@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"flag"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -139,6 +140,45 @@ func TestPickElection(t *testing.T) {
 			}
 			if err != nil || got.Holder != tt.wantHolder {
 				t.Fatalf("PickElection() = %+v, %v; want holder %s", got, err, tt.wantHolder)
+			}
+		})
+	}
+}
+
+func TestPlanHandover(t *testing.T) {
+	held := func(candidates ...Candidate) *LeaseStatus {
+		return &LeaseStatus{Namespace: "shop", Name: "orders", Managed: true, State: "held", Holder: "orders-0_u0", HolderPod: "orders-0", Candidates: candidates}
+	}
+	ready := func(pod string) Candidate { return Candidate{Pod: pod, Ready: true} }
+	tests := []struct {
+		name    string
+		status  *LeaseStatus
+		to      string
+		want    lease.Handover
+		wantErr string
+	}{
+		{name: "to a named Ready candidate", status: held(ready("orders-0"), ready("orders-1")), to: "orders-1", want: lease.Handover{From: "orders-0_u0", To: "orders-1"}},
+		{name: "to any other candidate", status: held(ready("orders-0"), ready("orders-1")), want: lease.Handover{From: "orders-0_u0"}},
+		{name: "a target that is not Ready is refused, naming the Ready ones", status: held(ready("orders-0"), Candidate{Pod: "orders-1"}, ready("orders-2")), to: "orders-1",
+			wantErr: "--to orders-1: that pod is not Ready; pick a Ready candidate: orders-2"},
+		{name: "a pod that is not a candidate is refused", status: held(ready("orders-0"), ready("orders-1")), to: "billing-0",
+			wantErr: "--to billing-0: that pod is not a candidate for lease shop/orders; pick a Ready candidate: orders-1"},
+		{name: "the holder itself is refused", status: held(ready("orders-0"), ready("orders-1")), to: "orders-0", wantErr: "--to orders-0: that pod already holds lease shop/orders"},
+		{name: "no other Ready candidate, no handover", status: held(ready("orders-0"), Candidate{Pod: "orders-1"}), wantErr: "no Ready candidate besides its holder orders-0"},
+		{name: "a released lease has nothing to hand over", status: &LeaseStatus{Namespace: "shop", Name: "orders", Managed: true, State: "released"}, wantErr: "is released: nobody holds it"},
+		{name: "a lease no agent elects on is refused", status: &LeaseStatus{Namespace: "kube-system", Name: "cert-manager-controller", State: "held"}, wantErr: "not managed by leasegate"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := PlanHandover(tt.status, tt.to)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("PlanHandover() error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tt.want {
+				t.Fatalf("PlanHandover() = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
 	}

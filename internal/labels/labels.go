@@ -31,6 +31,12 @@ const (
 	// across clusters, confirmed by leasegate's election controller).
 	LeaseKind = "leasegate.io/lease-kind"
 
+	// HandoverFrom and HandoverTo, on a Lease, ask its holder (the identity in HandoverFrom) to step down
+	// for the pod named in HandoverTo, or for any other candidate when HandoverTo is absent. Written by
+	// kubectl leasegate handover; pods may only remove them (the lease guard), as they take the lease.
+	HandoverFrom = "leasegate.io/handover-from"
+	HandoverTo   = "leasegate.io/handover-to"
+
 	// Status records what was injected, so that a re-invocation changes nothing.
 	Status = "leasegate.io/status"
 	// Injected marks injected pods, so the webhook's cache holds those pods only.

@@ -184,6 +184,10 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 	}
 	j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin)
 	if e.leading {
+		if j.Holder == e.cfg.Identity && e.handoverAsked(observed) {
+			e.handOver(observed)
+			return 0, false
+		}
 		// Our own renewals come back through the watch. Anything else is checked by renewing at once:
 		// the compare-and-swap fails if someone else really wrote the lease.
 		if j.Holder == e.cfg.Identity && e.cfg.MultiCluster {
@@ -192,10 +196,31 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
-	if j.Acquirable(e.cfg.Identity) {
-		return 0, true
+	if wait, ok := e.mayTake(observed, j, time.Now()); !ok {
+		return min(e.cfg.Timing.RetryPeriod, wait), false
 	}
-	return min(e.cfg.Timing.RetryPeriod, time.Until(j.ExpiresAt)), false
+	return 0, true
+}
+
+// mayTake reports whether this elector may take the lease judged j now, or else how long until it should
+// look again: the lease expires, or a handover for another candidate stops barring it.
+func (e *Elector) mayTake(l *coordinationv1.Lease, j Judgement, now time.Time) (time.Duration, bool) {
+	if !j.Acquirable(e.cfg.Identity) {
+		return j.ExpiresAt.Sub(now), false
+	}
+	if h, ok := HandoverOf(l); ok && !e.cfg.MultiCluster {
+		if until, barred := h.Bars(j, &l.Spec, e.cfg.Identity, now, e.cfg.ClockSkewMargin); barred {
+			return until.Sub(now), false
+		}
+	}
+	return 0, true
+}
+
+// handoverAsked reports whether l, a lease this elector holds, carries a handover that asks it to step
+// down. MultiClusterLeases have no handover: their term is the election controller's to grant.
+func (e *Elector) handoverAsked(l *coordinationv1.Lease) bool {
+	h, ok := HandoverOf(l)
+	return ok && !e.cfg.MultiCluster && h.AsksToStepDown(e.cfg.Identity)
 }
 
 // act renews (leader) or tries to acquire (follower), and returns how long to wait before acting again.
@@ -228,8 +253,8 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 
 	now := time.Now()
 	j := Judge(&base.Spec, now, e.cfg.ClockSkewMargin)
-	if !j.Acquirable(e.cfg.Identity) {
-		return min(retry, time.Until(j.ExpiresAt))
+	if wait, ok := e.mayTake(base, j, now); !ok {
+		return min(retry, wait)
 	}
 	transitions, acquired := ptr.Deref(base.Spec.LeaseTransitions, 0), now
 	if j.Holder == e.cfg.Identity && base.Spec.AcquireTime != nil {
@@ -241,6 +266,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	}
 	next := base.DeepCopy()
 	next.Spec = e.spec(now, acquired, transitions)
+	ClearHandover(next) // taken: the request, if any, is done
 	updated, err := e.cfg.Client.Update(reqCtx, next)
 	if err != nil {
 		e.logAttempt(err, "take")
@@ -300,6 +326,8 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 			if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != e.cfg.Identity {
 				e.stepDown(fmt.Sprintf("the lease was taken by %q", holder))
 				e.publish(current, false)
+			} else if e.handoverAsked(current) {
+				e.handOver(current)
 			}
 			return 0
 		}
@@ -320,18 +348,38 @@ func (e *Elector) release() {
 	}
 	// Stop acting before anyone else can start.
 	e.stepDown("shutting down")
+	e.writeReleased(e.current, false)
+}
+
+// handOver steps down as the handover request on l asks, and releases the lease for its target.
+func (e *Elector) handOver(l *coordinationv1.Lease) {
+	h, _ := HandoverOf(l)
+	to := h.To
+	if to == "" {
+		to = "any other candidate"
+	}
+	e.stepDown("handing over to " + to + " as asked")
+	e.writeReleased(l, true)
+}
+
+// writeReleased writes the lease, as of base, with an empty holder. A shutdown release gives the lease a
+// one-second duration and drops any handover request, so any follower may take it at once; a handover
+// keeps the lease's duration and the request, which bars everyone but its target for that long.
+func (e *Elector) writeReleased(base *coordinationv1.Lease, handover bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
-	base := e.current
 	for {
 		now := time.Now()
 		next := base.DeepCopy()
 		next.Spec = e.spec(now, now, ptr.Deref(base.Spec.LeaseTransitions, 0))
 		next.Spec.HolderIdentity = new(string)
-		next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+		if !handover {
+			next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+			ClearHandover(next)
+		}
 		_, err := e.cfg.Client.Update(ctx, next)
 		if err == nil {
-			e.cfg.Log.Info("Released the lease", "lease", e.name)
+			e.cfg.Log.Info("Released the lease", "lease", e.name, "handover", handover)
 			return
 		}
 		if apierrors.IsConflict(err) {

@@ -99,6 +99,7 @@ const (
 	EvictsWhileHolding
 	EvictsSelf
 	GlobalLeaderElsewhere
+	HandoverByPod
 )
 
 var reasonText = [...]string{
@@ -120,6 +121,7 @@ var reasonText = [...]string{
 	EvictsWhileHolding:    "the pod still holds its lease: it evicts itself only once it has lost it",
 	EvictsSelf:            "a pod that lost its lease evicts itself",
 	GlobalLeaderElsewhere: "no pod of this cluster leads the MultiClusterLease now (the global leader is elsewhere, or its term here is unconfirmed or past validUntil)",
+	HandoverByPod:         "a pod may not ask for a handover, only clear one as it takes the lease (a person or controller allowed to update the lease asks: kubectl leasegate handover)",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -130,7 +132,7 @@ var reasonCodes = [...]string{
 	LeaseExpired: "lease_expired", HeldByAnother: "held_by_another", HolderFormatMismatch: "holder_format_mismatch", ForeignHolder: "foreign_holder",
 	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
 	EvictsOther: "evicts_other", EvictsWhileHolding: "evicts_while_holding", EvictsSelf: "evicts_self",
-	GlobalLeaderElsewhere: "global_leader_elsewhere",
+	GlobalLeaderElsewhere: "global_leader_elsewhere", HandoverByPod: "handover_by_pod",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -326,6 +328,8 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 	v.Holder = current.Holder
 	ownsCurrent := current.Holder != "" && lease.AgentFormat.Names(current.Holder, podName, podUID)
 	switch {
+	case asksHandover(old, updated):
+		v.Reason = HandoverByPod
 	case next != "" && !lease.AgentFormat.Names(next, podName, podUID):
 		v.Reason = ForeignHolder
 	case next != "" && current.State == lease.Held && !ownsCurrent:
@@ -338,6 +342,18 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 	}
 	v.Outcome = Denied
 	return v
+}
+
+// asksHandover reports whether a write sets or changes a handover request. Removing one is how the pod
+// that takes the lease marks the request done; setting one is for people and controllers, whom RBAC on
+// the Lease already decides about: otherwise any follower could make the leader step down.
+func asksHandover(old, updated *coordinationv1.Lease) bool {
+	next, asked := lease.HandoverOf(updated)
+	if !asked {
+		return false
+	}
+	prev, _ := lease.HandoverOf(old)
+	return next != prev
 }
 
 // Eviction is a request to evict a pod that restarts itself on loss (leasegate.io/on-loss: restart), whose

@@ -310,6 +310,11 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"a pod may create a lease for itself", a, nil, writing("orders-a_uid-a"), HoldsLease, Allowed},
 		{"an exempt requester may do anything", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, nil, Exempt, Allowed},
 		{"a person is not gated", &Requester{Username: "jane@example.com"}, held, writing("jane"), NotGated, Allowed},
+		{"a person may ask for a handover", &Requester{Username: "jane@example.com"}, held, handover(held, "orders-b"), NotGated, Allowed},
+		{"a follower may not ask the holder to hand over", b, held, handover(held, "orders-b"), HandoverByPod, Denied},
+		{"the holder may not redirect a handover asked of it", a, handover(held, "orders-b"), handover(writing("orders-a_uid-a"), "orders-a"), HandoverByPod, Denied},
+		{"the holder releases for a handover, keeping the request", a, handover(held, "orders-b"), handover(writing(""), "orders-b"), HoldsLease, Allowed},
+		{"the target takes the lease and clears the request", b, handover(released, "orders-b"), writing("orders-b_uid-b"), HoldsLease, Allowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -319,6 +324,14 @@ func TestDecideLeaseWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// handover is l with a request that its holder orders-a_uid-a hands over to pod to.
+func handover(l *coordinationv1.Lease, to string) *coordinationv1.Lease {
+	l = l.DeepCopy()
+	metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, "orders-a_uid-a")
+	metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverTo, to)
+	return l
 }
 
 func BenchmarkDecideAllow(b *testing.B) {

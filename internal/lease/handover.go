@@ -1,0 +1,59 @@
+package lease
+
+import (
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+// Handover is a planned step-down recorded on a Lease (kubectl leasegate handover): the holder named From
+// releases the lease, and until the released lease would have expired only To (a pod name; "" for any
+// other candidate) may take it. Acquiring the lease clears the request, so it is acted on once.
+type Handover struct {
+	// From is the holder identity asked to step down.
+	From string
+	// To is the pod that should take over, "" for any candidate but From.
+	To string
+}
+
+// HandoverOf reads the handover requested on a lease; ok is false when there is none.
+func HandoverOf(l *coordinationv1.Lease) (h Handover, ok bool) {
+	if l == nil {
+		return Handover{}, false
+	}
+	h.From = l.Annotations[labels.HandoverFrom]
+	h.To = l.Annotations[labels.HandoverTo]
+	return h, h.From != ""
+}
+
+// AsksToStepDown reports whether the request asks holder identity to step down from a lease it holds.
+func (h Handover) AsksToStepDown(identity string) bool { return h.From != "" && h.From == identity }
+
+// Bars reports whether the request keeps identity from taking a lease judged j until it returns: while
+// the released lease would still be in force, From may not take it back and nobody but To may take it.
+// When it returns a time, the bar lifts then.
+func (h Handover) Bars(j Judgement, released *coordinationv1.LeaseSpec, identity string, now time.Time, clockSkewMargin time.Duration) (time.Time, bool) {
+	if h.From == "" || j.State == Held {
+		return time.Time{}, false
+	}
+	if released.RenewTime == nil || released.LeaseDurationSeconds == nil {
+		return time.Time{}, false
+	}
+	until := released.RenewTime.Add(time.Duration(*released.LeaseDurationSeconds)*time.Second + clockSkewMargin)
+	if !now.Before(until) {
+		return time.Time{}, false
+	}
+	pod, _, _ := ParseIdentity(identity)
+	if identity == h.From || h.To != "" && pod != h.To {
+		return until, true
+	}
+	return time.Time{}, false
+}
+
+// ClearHandover removes a handover request from a lease about to be written.
+func ClearHandover(l *coordinationv1.Lease) {
+	delete(l.Annotations, labels.HandoverFrom)
+	delete(l.Annotations, labels.HandoverTo)
+}

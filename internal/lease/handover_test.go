@@ -1,0 +1,68 @@
+package lease
+
+import (
+	"testing"
+	"time"
+
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasegate/leasegate/internal/labels"
+)
+
+func TestHandoverBars(t *testing.T) {
+	// released is the lease as its holder a-0 left it when asked to hand over: empty holder, its
+	// 15 s duration kept, renewTime the instant of the release.
+	released := func(to string) *coordinationv1.Lease {
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{labels.HandoverFrom: "a-0_uid-a"}}}
+		if to != "" {
+			l.Annotations[labels.HandoverTo] = to
+		}
+		l.Spec = *spec("", 15)
+		return l
+	}
+	tests := []struct {
+		name       string
+		lease      *coordinationv1.Lease
+		identity   string
+		now        time.Time
+		wantBarred bool
+	}{
+		{name: "the pod that stepped down may not take it back at once", lease: released(""), identity: "a-0_uid-a", now: renewed.Add(time.Second), wantBarred: true},
+		{name: "without a target any other candidate may take it", lease: released(""), identity: "b-0_uid-b", now: renewed.Add(time.Second)},
+		{name: "the named target may take it", lease: released("c-0"), identity: "c-0_uid-c", now: renewed.Add(time.Second)},
+		{name: "a candidate that is not the target is barred", lease: released("c-0"), identity: "b-0_uid-b", now: renewed.Add(time.Second), wantBarred: true},
+		{name: "the clock skew margin extends the bar", lease: released("c-0"), identity: "b-0_uid-b", now: renewed.Add(15500 * time.Millisecond), wantBarred: true},
+		{name: "once the released lease would have expired anyone may take it", lease: released("c-0"), identity: "b-0_uid-b", now: renewed.Add(16 * time.Second)},
+		{name: "a held lease is not the request's to bar", lease: func() *coordinationv1.Lease {
+			l := released("c-0")
+			l.Spec = *spec("a-0_uid-a", 15)
+			return l
+		}(), identity: "b-0_uid-b", now: renewed.Add(time.Second)},
+		{name: "no request bars nobody", lease: &coordinationv1.Lease{Spec: *spec("", 15)}, identity: "b-0_uid-b", now: renewed.Add(time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h, _ := HandoverOf(tt.lease)
+			until, barred := h.Bars(Judge(&tt.lease.Spec, tt.now, time.Second), &tt.lease.Spec, tt.identity, tt.now, time.Second)
+			if barred != tt.wantBarred {
+				t.Fatalf("barred = %v, want %v", barred, tt.wantBarred)
+			}
+			if barred && !until.Equal(renewed.Add(16*time.Second)) {
+				t.Errorf("bar lifts at %s, want when the released lease would expire, %s", until, renewed.Add(16*time.Second))
+			}
+		})
+	}
+}
+
+func TestHandoverAsksToStepDown(t *testing.T) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{labels.HandoverFrom: "a-0_uid-a", labels.HandoverTo: "c-0"}}}
+	h, ok := HandoverOf(l)
+	if !ok || !h.AsksToStepDown("a-0_uid-a") || h.AsksToStepDown("a-0_uid-other") || h.To != "c-0" {
+		t.Fatalf("HandoverOf = %+v, %v: want a request from a-0_uid-a (and only that incarnation) to c-0", h, ok)
+	}
+	ClearHandover(l)
+	if _, ok := HandoverOf(l); ok || len(l.Annotations) != 0 {
+		t.Fatalf("ClearHandover left %v", l.Annotations)
+	}
+}
