@@ -37,6 +37,13 @@ const (
 	HandoverFrom = "leasegate.io/handover-from"
 	HandoverTo   = "leasegate.io/handover-to"
 
+	// LeaderLease, on a Service, opts it in to a companion "<service>-leader" Service whose one endpoint is
+	// the holder of the Lease it names (in the Service's namespace). A label, not an annotation, so that
+	// leasegate caches only the Services that opted in. LeaderOf marks the companion (and its
+	// EndpointSlice) with the Service it follows.
+	LeaderLease = "leasegate.io/leader-lease"
+	LeaderOf    = "leasegate.io/leader-of"
+
 	// Status records what was injected, so that a re-invocation changes nothing.
 	Status = "leasegate.io/status"
 	// Injected marks injected pods, so the webhook's cache holds those pods only.

@@ -12,6 +12,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
@@ -32,6 +33,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	"github.com/leasegate/leasegate/internal/validate"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -39,9 +41,10 @@ import (
 
 // Paths of the admission webhooks this process serves.
 const (
-	MutatePodsPath      = "/mutate-pods"
-	ValidateGuardedPath = "/validate-guarded"
-	ValidateLeasesPath  = "/validate-leases"
+	MutatePodsPath             = "/mutate-pods"
+	ValidateGuardedPath        = "/validate-guarded"
+	ValidateLeasesPath         = "/validate-leases"
+	ValidateEndpointSlicesPath = "/validate-endpointslices"
 	// ValidateEvictionsPath admits a pod's eviction of itself after it lost its lease (on-loss: restart).
 	ValidateEvictionsPath = "/validate-evictions"
 	ValidateConfigPath    = "/validate-config"
@@ -131,6 +134,9 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 			&rbacv1.Role{}:          {Label: managed},
 			&rbacv1.RoleBinding{}:   {Label: managed},
 			&coordinationv1.Lease{}: {Label: managed},
+			// Leader Services: those opted in, their companions, and the slices leasegate writes.
+			&corev1.Service{}:            {Label: leaderservice.OptedIn()},
+			&discoveryv1.EndpointSlice{}: {Label: leaderservice.Slices()},
 			&corev1.ConfigMap{}: {
 				Namespaces: map[string]cache.Config{opts.Namespace: {}},
 				Field:      fields.OneTermEqualSelector("metadata.name", opts.ConfigName),
@@ -158,6 +164,11 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
 		return err
 	}
+	if err := (&leaderservice.Reconciler{
+		Client: mgr.GetClient(), Config: store, Recorder: mgr.GetEventRecorder("leasegate-leader-service"),
+	}).SetupWithManager(mgr); err != nil {
+		return err
+	}
 	serve := func(path string, handler admission.Handler) {
 		mgr.GetWebhookServer().Register(path, withBodyDeadline(&webhook.Admission{Handler: handler}))
 	}
@@ -182,6 +193,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	serve(ValidateGuardedPath, fence.Guarded())
 	serve(ValidateLeasesPath, fence.LeaseWrites())
 	serve(ValidateConfigPath, fence.ConfigEdits())
+	serve(ValidateEndpointSlicesPath, fence.LeaderEndpoints())
 	serve(ValidateEvictionsPath, fence.Evictions())
 	if err := (&validate.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,

@@ -100,6 +100,7 @@ const (
 	EvictsSelf
 	GlobalLeaderElsewhere
 	HandoverByPod
+	ForgedLeaderEndpoints
 )
 
 var reasonText = [...]string{
@@ -121,6 +122,7 @@ var reasonText = [...]string{
 	EvictsWhileHolding:    "the pod still holds its lease: it evicts itself only once it has lost it",
 	EvictsSelf:            "a pod that lost its lease evicts itself",
 	GlobalLeaderElsewhere: "no pod of this cluster leads the MultiClusterLease now (the global leader is elsewhere, or its term here is unconfirmed or past validUntil)",
+	ForgedLeaderEndpoints: "only leasegate writes the endpoints of a <service>-leader Service: they follow the lease holder",
 	HandoverByPod:         "a pod may not ask for a handover, only clear one as it takes the lease (a person or controller allowed to update the lease asks: kubectl leasegate handover)",
 }
 
@@ -133,6 +135,7 @@ var reasonCodes = [...]string{
 	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
 	EvictsOther: "evicts_other", EvictsWhileHolding: "evicts_while_holding", EvictsSelf: "evicts_self",
 	GlobalLeaderElsewhere: "global_leader_elsewhere", HandoverByPod: "handover_by_pod",
+	ForgedLeaderEndpoints: "forged_leader_endpoints",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -354,6 +357,20 @@ func asksHandover(old, updated *coordinationv1.Lease) bool {
 	}
 	prev, _ := lease.HandoverOf(old)
 	return next != prev
+}
+
+// DecideLeaderEndpoints decides a write to an EndpointSlice that names a "<service>-leader" Service
+// (kubernetes.io/service-name). Its endpoints are the lease holder's, kept by leasegate, whose own writes
+// never reach the fence; anyone else's write to the slices of a leader Service leasegate keeps is a forged
+// route to a pod that may not hold the lease. Exempt requesters pass, as everywhere.
+func (p *Policy) DecideLeaderEndpoints(requester *Requester, leaderService bool) Verdict {
+	switch {
+	case p.exempt(requester):
+		return Verdict{Reason: Exempt}
+	case !leaderService:
+		return Verdict{Reason: NotGuarded}
+	}
+	return Verdict{Reason: ForgedLeaderEndpoints, Outcome: Denied}
 }
 
 // Eviction is a request to evict a pod that restarts itself on loss (leasegate.io/on-loss: restart), whose

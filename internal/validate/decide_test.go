@@ -371,3 +371,27 @@ func BenchmarkDecideDeny(b *testing.B) {
 		}
 	}
 }
+
+func TestDecideLeaderEndpoints(t *testing.T) {
+	p := testPolicy(t, "")
+	tests := []struct {
+		name          string
+		requester     *Requester
+		leaderService bool
+		want          Reason
+		outcome       Outcome
+	}{
+		{"a pod may not route a leader Service", pod("shop", "orders", "orders-b", "uid-b"), true, ForgedLeaderEndpoints, Denied},
+		{"nor may a person or a controller", &Requester{Username: "system:serviceaccount:kube-system:endpointslicemirroring-controller"}, true, ForgedLeaderEndpoints, Denied},
+		{"an exempt requester may", &Requester{Username: "admin", Groups: []string{"system:masters"}}, true, Exempt, Allowed},
+		{"a Service that merely ends in -leader is none of leasegate's business", &Requester{Username: "system:serviceaccount:kube-system:endpointslice-controller"}, false, NotGuarded, Allowed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.DecideLeaderEndpoints(tt.requester, tt.leaderService)
+			if got.Reason != tt.want || got.Outcome != tt.outcome {
+				t.Errorf("DecideLeaderEndpoints() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
+			}
+		})
+	}
+}

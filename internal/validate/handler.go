@@ -11,14 +11,17 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/inject"
+	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -144,6 +147,40 @@ func (f *Fence) Evictions() admission.Handler {
 		}
 		resp := f.respond(&req, v)
 		observe(v, "eviction", start)
+		return resp
+	})
+}
+
+// LeaderEndpoints refuses anyone's write to the EndpointSlice of a "<service>-leader" Service that
+// leasegate keeps on the lease holder (path /validate-endpointslices); leasegate's own writes never reach
+// it. The companion Service and its lease come from the manager's caches: no API call.
+func (f *Fence) LeaderEndpoints() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		start := time.Now()
+		// The slice as written and as it was: relabelling leasegate's slice away from its Service is
+		// as much a forgery as pointing it elsewhere.
+		companion, leaderService := &corev1.Service{}, false
+		for _, raw := range [][]byte{req.Object.Raw, req.OldObject.Raw} {
+			if len(raw) == 0 || leaderService {
+				continue
+			}
+			slice := &discoveryv1.EndpointSlice{}
+			if err := json.Unmarshal(raw, slice); err != nil {
+				return admission.Errored(http.StatusBadRequest, err)
+			}
+			service := slice.Labels[discoveryv1.LabelServiceName]
+			leaderService = service != "" && f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: service}, companion) == nil &&
+				companion.Labels[labels.LeaderOf] != ""
+		}
+		v := f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
+		if leaderService {
+			v.LeaseNamespace, v.LeaseName = req.Namespace, companion.Labels[labels.LeaderLease]
+			if l := (&coordinationv1.Lease{}); f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: v.LeaseName}, l) == nil {
+				v.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
+			}
+		}
+		resp := f.respond(&req, v)
+		observe(v, "endpointslice", start)
 		return resp
 	})
 }

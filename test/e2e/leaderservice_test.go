@@ -1,0 +1,141 @@
+package e2e
+
+import (
+	"fmt"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/test/framework"
+)
+
+var _ = Describe("A leader Service", func() {
+	It("routes <service>-leader to the lease holder only, follows handovers, and refuses forged endpoints", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		var pods []*corev1.Pod
+		for i := range 3 {
+			spec := deploymentPod(ns)
+			spec.Spec.Containers[0].Ports = []corev1.ContainerPort{{Name: "http", ContainerPort: 8080, Protocol: corev1.ProtocolTCP}}
+			pod, err := createPod(ctx, spec, false)
+			Expect(err).NotTo(HaveOccurred())
+			ip := fmt.Sprintf("10.244.0.%d", 10+i)
+			pod.Status.PodIP, pod.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+			markReady(ctx, pod)
+			pods = append(pods, pod)
+		}
+		services := controlPlane.Client.CoreV1().Services(ns)
+		_, err := services.Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Labels: map[string]string{labels.LeaderLease: "orders"}},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app.kubernetes.io/name": "orders"},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		routes := watchRoutes(ctx, controlPlane.Client, ns, "orders", "orders-leader")
+		agents := startInjectedAgents(ctx, pods)
+
+		routedTo := func(g Gomega) string {
+			slice, err := controlPlane.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(slice.Endpoints).To(HaveLen(1))
+			g.Expect(slice.Ports).To(ConsistOf(HaveField("Port", ptr.To[int32](8080))), "the named target port, resolved on the holder")
+			return slice.Endpoints[0].TargetRef.Name
+		}
+		By("creating the companion Service, without a selector, and its slice on the holder")
+		leader := soleLeader(agents)
+		Eventually(routedTo).WithTimeout(10 * time.Second).Should(Equal(leader.Pod.Name))
+		companion, err := services.Get(ctx, "orders-leader", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(companion.Spec.Selector).To(BeEmpty())
+		Expect(companion.OwnerReferences).To(ConsistOf(HaveField("Name", "orders")))
+
+		By("following five handovers")
+		leases := controlPlane.Client.CoordinationV1().Leases(ns)
+		for range 5 {
+			l, err := leases.Get(ctx, "orders", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, *l.Spec.HolderIdentity)
+			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			Eventually(func() *framework.Agent { return soleLeader(agents) }).ShouldNot(Equal(leader))
+			leader = soleLeader(agents)
+			Eventually(routedTo).WithTimeout(10 * time.Second).Should(Equal(leader.Pod.Name))
+		}
+		By("dropping the endpoint when the holder releases on SIGTERM and nobody else is left")
+		for _, a := range others(agents, leader) {
+			a.Stop()
+		}
+		leader.Terminate(2 * time.Second)
+		Eventually(func(g Gomega) []discoveryv1.Endpoint {
+			slice, err := controlPlane.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return slice.Endpoints
+		}).WithTimeout(10 * time.Second).Should(BeEmpty())
+
+		report := routes.report()
+		Expect(report.violations).To(BeEmpty(), "the slice was written to route to a pod that did not hold the lease")
+		Expect(report.lags).To(HaveLen(6), "one routing per holder: the first and five handovers")
+		GinkgoWriter.Printf("routing lag from the lease's new holder to the slice: %s; old holder still routed after it lost the lease: %s\n",
+			medianMax(report.lags), medianMax(report.stale))
+
+		By("refusing a write to the slice from anyone but leasegate, even with RBAC to write slices")
+		_, err = controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "slice-writer"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "create", "update"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "slice-writer"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "slice-writer"},
+			Subjects:   []rbacv1.Subject{{Kind: "User", APIGroup: "rbac.authorization.k8s.io", Name: "mallory"}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		config := rest.CopyConfig(controlPlane.Config)
+		config.Impersonate = rest.ImpersonationConfig{UserName: "mallory"}
+		mallory := kubernetes.NewForConfigOrDie(config).DiscoveryV1().EndpointSlices(ns)
+		forged := func(name, service string) *discoveryv1.EndpointSlice {
+			return &discoveryv1.EndpointSlice{
+				ObjectMeta:  metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.99"}}},
+			}
+		}
+		Eventually(func() error {
+			_, err := mallory.Create(ctx, forged("orders-leader-extra", "orders-leader"), metav1.CreateOptions{})
+			return err
+		}).WithTimeout(5 * time.Second).Should(MatchError(ContainSubstring("only leasegate writes the endpoints of a <service>-leader Service")))
+		slice, err := mallory.Get(ctx, "orders-leader", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		slice.Endpoints = forged("", "").Endpoints
+		_, err = mallory.Update(ctx, slice, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring(`admission webhook "endpointslices.leasegate.io" denied the request`)))
+		slice.Labels[discoveryv1.LabelServiceName] = "elsewhere"
+		_, err = mallory.Update(ctx, slice, metav1.UpdateOptions{})
+		Expect(err).To(HaveOccurred(), "relabelling the slice away from its Service is refused too (the old object names it)")
+		_, err = mallory.Create(ctx, forged("web-leader-1", "web-leader"), metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "a Service that merely ends in -leader is not leasegate's")
+
+		By("removing the companion when the Service opts out")
+		svc, err := services.Get(ctx, "orders", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		delete(svc.Labels, labels.LeaderLease)
+		_, err = services.Update(ctx, svc, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() bool {
+			_, err := services.Get(ctx, "orders-leader", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(10 * time.Second).Should(BeTrue())
+	})
+})
