@@ -62,7 +62,7 @@ func Companion(svc *corev1.Service) (*corev1.Service, error) {
 		problems = append(problems, "spec.type ExternalName and headless Services have no endpoints to follow: label a ClusterIP Service")
 	}
 	if len(problems) > 0 {
-		return nil, fmt.Errorf("Service %s/%s: %s", svc.Namespace, svc.Name, strings.Join(problems, "; "))
+		return nil, fmt.Errorf("leader service %s/%s: %s", svc.Namespace, svc.Name, strings.Join(problems, "; "))
 	}
 	companion := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
