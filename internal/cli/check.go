@@ -82,6 +82,7 @@ var expectedEntries = []struct {
 	{false, validate.GuardedWebhook, admissionregistrationv1.Fail},
 	{false, "leases.leasegate.io", admissionregistrationv1.Ignore},
 	{false, "evictions.leasegate.io", admissionregistrationv1.Fail},
+	{false, "endpointslices.leasegate.io", admissionregistrationv1.Ignore},
 	{false, "config.leasegate.io", admissionregistrationv1.Fail},
 }
 

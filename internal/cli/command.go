@@ -160,7 +160,8 @@ func newHandoverCommand(kube *genericclioptions.ConfigFlags, install *installFla
 			if wait {
 				opts.Wait = waitFor
 			}
-			return Handover(cmd.Context(), cs, opts, streams.Out)
+			_, err = Handover(cmd.Context(), cs, opts, streams.Out)
+			return err
 		},
 	}
 	cmd.Flags().StringVar(&to, "to", "", "the pod that should take over (a Ready candidate); default: whichever other candidate is first")

@@ -69,31 +69,39 @@ func PlanHandover(s *LeaseStatus, to string) (lease.Handover, error) {
 	return lease.Handover{From: s.Holder, To: to}, nil
 }
 
-// Handover records a handover request on a lease and, with Wait, waits for the new holder and says how
-// long the handover took, from the request to the new holder's write as the watch delivers it.
-func Handover(ctx context.Context, cs kubernetes.Interface, opts HandoverOptions, out io.Writer) error {
+// HandoverResult is a handover that was asked and, with Wait, done.
+type HandoverResult struct {
+	// From is the pod asked to step down; NewHolder the pod that took over ("" without Wait).
+	From, NewHolder string
+	// Took is from the request to the new holder's write, as the watch delivered it.
+	Took time.Duration
+}
+
+// Handover records a handover request on a lease, saying so on out, and with Wait, waits for the new
+// holder and says who it is and how long the handover took.
+func Handover(ctx context.Context, cs kubernetes.Interface, opts HandoverOptions, out io.Writer) (*HandoverResult, error) {
 	list, err := GatherStatus(ctx, cs, StatusOptions{
 		Namespace: opts.Namespace, Lease: opts.Lease, LeasegateNamespace: opts.LeasegateNamespace,
 		ConfigName: opts.ConfigName, Now: time.Now(),
 	})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if len(list.Items) == 0 {
-		return fmt.Errorf("lease %s/%s is neither managed nor guarded by leasegate", opts.Namespace, opts.Lease)
+		return nil, fmt.Errorf("lease %s/%s is neither managed nor guarded by leasegate", opts.Namespace, opts.Lease)
 	}
 	request, err := PlanHandover(&list.Items[0], opts.To)
 	if err != nil {
-		return err
+		return nil, err
 	}
 
 	leases := cs.CoordinationV1().Leases(opts.Namespace)
 	current, err := leases.Get(ctx, opts.Lease, metav1.GetOptions{})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != request.From {
-		return fmt.Errorf("lease %s/%s changed hands to %q while the handover was prepared; run it again", opts.Namespace, opts.Lease, holder)
+		return nil, fmt.Errorf("lease %s/%s changed hands to %q while the handover was prepared; run it again", opts.Namespace, opts.Lease, holder)
 	}
 	metav1.SetMetaDataAnnotation(&current.ObjectMeta, labels.HandoverFrom, request.From)
 	if request.To != "" {
@@ -106,23 +114,25 @@ func Handover(ctx context.Context, cs kubernetes.Interface, opts HandoverOptions
 	// something else changed too, and never records a request against a holder that has since changed.
 	updated, err := leases.Update(ctx, current, metav1.UpdateOptions{FieldManager: "kubectl-leasegate"})
 	if err != nil {
-		return fmt.Errorf("recording the handover on lease %s/%s: %w", opts.Namespace, opts.Lease, err)
+		return nil, fmt.Errorf("recording the handover on lease %s/%s: %w", opts.Namespace, opts.Lease, err)
 	}
 	target := request.To
 	if target == "" {
 		target = "any other Ready candidate"
 	}
-	fmt.Fprintf(out, "lease %s/%s: asked %s to hand over to %s\n", opts.Namespace, opts.Lease, list.Items[0].HolderPod, target)
+	result := &HandoverResult{From: list.Items[0].HolderPod}
+	fmt.Fprintf(out, "lease %s/%s: asked %s to hand over to %s\n", opts.Namespace, opts.Lease, result.From, target)
 	if opts.Wait <= 0 {
-		return nil
+		return result, nil
 	}
 	next, err := waitForNewHolder(ctx, leases, updated, request, opts.Wait)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	pod, _, _ := lease.ParseIdentity(next.holder)
-	fmt.Fprintf(out, "lease %s/%s: %s leads now (handover took %s)\n", opts.Namespace, opts.Lease, pod, next.at.Sub(asked).Round(time.Millisecond))
-	return nil
+	result.NewHolder, _, _ = lease.ParseIdentity(next.holder)
+	result.Took = next.at.Sub(asked)
+	fmt.Fprintf(out, "lease %s/%s: %s leads now (handover took %s)\n", opts.Namespace, opts.Lease, result.NewHolder, result.Took.Round(time.Millisecond))
+	return result, nil
 }
 
 type takeover struct {

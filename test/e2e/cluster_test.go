@@ -33,6 +33,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/cli"
@@ -370,6 +372,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		}
 		Eventually(leaderAlone).WithTimeout(30 * time.Second).Should(Succeed())
 
+		routes := watchRoutes(ctx, node.Client, app, "gateway", "gateway")
 		var unserved, misdirected []time.Duration
 		for range *clusterRuns {
 			leader := holderPod(ctx, node, "gateway")
@@ -394,6 +397,105 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		}
 		figures.durations("readiness: leader: no ready endpoint during a handover", unserved)
 		figures.durations("readiness: leader: a ready endpoint at a pod that does not hold the lease", misdirected)
+		report := routes.report()
+		figures.durations("readiness: leader: routing lag, the lease's new holder -> its Ready endpoint", report.lags)
+		figures.durations("readiness: leader: the old holder still Ready after it lost the lease", report.stale)
+	})
+
+	It("routes <service>-leader to the lease holder only, across deleted leaders and kubectl leasegate handover", func() {
+		deployWorkload(ctx, node, "router", 3, nil)
+		_, err := node.Client.CoreV1().Services(app).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "router", Labels: map[string]string{"leasegate.io/leader-lease": "router"}},
+			Spec: corev1.ServiceSpec{Selector: map[string]string{"app.kubernetes.io/name": "router"},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http")}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		awaitRunning(ctx, node, "router", 3)
+		routes := watchRoutes(ctx, node.Client, app, "router", "router-leader")
+		routedToHolder := func(g Gomega) {
+			current := holderPod(ctx, node, "router")
+			g.Expect(current).NotTo(BeEmpty())
+			g.Expect(readyEndpoints(ctx, node, "router-leader")).To(Equal([]string{current}))
+		}
+		Eventually(routedToHolder).WithTimeout(30 * time.Second).Should(Succeed())
+
+		By("deleting the leader's pod, again and again: the endpoint follows the lease, never the old pod")
+		for range *clusterRuns {
+			leader := holderPod(ctx, node, "router")
+			Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
+			Eventually(func(g Gomega) {
+				g.Expect(holderPod(ctx, node, "router")).NotTo(Equal(leader))
+				routedToHolder(g)
+			}).WithTimeout(30 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+			awaitRunning(ctx, node, "router", 3)
+		}
+
+		By("kubectl leasegate handover --to a Ready follower --wait, with every agent asked throughout")
+		var took []time.Duration
+		for range *clusterRuns {
+			leader := holderPod(ctx, node, "router")
+			var target string
+			for _, p := range awaitRunning(ctx, node, "router", 3) {
+				if p.Name != leader && target == "" {
+					target = p.Name
+				}
+			}
+			done := make(chan struct{})
+			overlaps := make(chan string, 1)
+			go func() {
+				defer GinkgoRecover()
+				for {
+					select {
+					case <-done:
+						close(overlaps)
+						return
+					default:
+					}
+					if proof, found := overlap(leaders(ctx, node, "router")); found {
+						overlaps <- proof
+						close(overlaps)
+						return
+					}
+				}
+			}()
+			var out strings.Builder
+			result, err := cli.Handover(ctx, node.Client, cli.HandoverOptions{
+				Namespace: app, Lease: "router", To: target, Wait: 30 * time.Second,
+				LeasegateNamespace: leasegateNamespace, ConfigName: "leasegate-config",
+			}, &out)
+			Expect(err).NotTo(HaveOccurred(), out.String())
+			Expect(result.NewHolder).To(Equal(target))
+			Eventually(routedToHolder).WithTimeout(10 * time.Second).Should(Succeed())
+			close(done)
+			Expect(<-overlaps).To(BeEmpty(), "two agents led at once")
+			took = append(took, result.Took)
+		}
+		figures.durations("planned handover: kubectl leasegate handover --to a Ready pod --wait (request -> new holder)", took)
+
+		By("a follower's own request is refused by the lease guard")
+		follower := ""
+		for _, p := range listPods(ctx, node, "router") {
+			if p.Name != holderPod(ctx, node, "router") {
+				follower = p.Name
+			}
+		}
+		pod := getPod(ctx, node, follower)
+		config := rest.CopyConfig(node.Config)
+		config.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + app + ":router", Extra: map[string][]string{
+			"authentication.kubernetes.io/pod-name": {pod.Name}, "authentication.kubernetes.io/pod-uid": {string(pod.UID)},
+		}}
+		asFollower := kubernetes.NewForConfigOrDie(config).CoordinationV1().Leases(app)
+		l, err := asFollower.Get(ctx, "router", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, "leasegate.io/handover-from", ptr.Deref(l.Spec.HolderIdentity, ""))
+		_, err = asFollower.Update(ctx, l, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("a pod may not ask for a handover")))
+
+		report := routes.report()
+		Expect(report.violations).To(BeEmpty(), "a slice version routed to a pod that did not hold the lease")
+		figures.durations("leader Service: routing lag, the lease's new holder -> its <service>-leader endpoint", report.lags)
+		figures.durations("leader Service: the old holder still routed after it lost the lease", report.stale)
+		removeWorkload(ctx, node, "router")
 	})
 
 	It("start: leader: a follower's app container starts only once it leads", func() {

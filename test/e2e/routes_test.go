@@ -21,25 +21,26 @@ import (
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
-// routeVersion is one version of the lease (pod: the holder's pod) or of the leader Service's
-// EndpointSlice (pod: its endpoint's pod), "" for none, with its resourceVersion and when the watch
-// delivered it.
+// routeVersion is one version of the lease (pod: the holder's pod) or of an EndpointSlice of the
+// Service that should follow it (pod: its ready endpoint's pod), "" for none, with its resourceVersion
+// and when the watch delivered it.
 type routeVersion struct {
-	rv       int64
-	pod      string
-	seen     time.Time
-	endpoint int // slices only: how many endpoints
+	rv    int64
+	pod   string
+	seen  time.Time
+	ready int // slices only: how many ready endpoints
 }
 
-// routeLog records every version of a lease and of the EndpointSlice of the "-leader" Service that
-// follows it. One API server and one etcd number both kinds of object from one revision counter, so the
-// two histories interleave exactly.
+// routeLog records every version of a lease and of the EndpointSlices of a Service that should route to
+// its holder (a "<service>-leader" companion, or a readiness: leader Service). One API server and one
+// etcd number both kinds of object from one revision counter, so the two histories interleave exactly.
+// The Service is expected to have one slice, as a few replicas make.
 type routeLog struct {
 	mu             sync.Mutex
 	leases, slices []routeVersion
 }
 
-func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, leaseName, slice string) *routeLog {
+func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, leaseName, service string) *routeLog {
 	log := &routeLog{}
 	follow := func(w watch.Interface, record func(watch.Event)) {
 		DeferCleanup(w.Stop)
@@ -59,39 +60,36 @@ func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, le
 		pod, _, _ := lease.ParseIdentity(ptr.Deref(l.Spec.HolderIdentity, ""))
 		log.add(&log.leases, l.ResourceVersion, pod, 0)
 	})
-	slices, err := client.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", slice).String()})
+	slices, err := client.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
 	Expect(err).NotTo(HaveOccurred())
 	follow(slices, func(e watch.Event) {
 		s, ok := e.Object.(*discoveryv1.EndpointSlice)
 		if !ok {
 			return
 		}
-		pod := ""
-		if e.Type == watch.Deleted {
-			s.Endpoints = nil
-		}
+		pod, ready := "", 0
 		for _, ep := range s.Endpoints {
-			if ep.TargetRef != nil {
-				pod = ep.TargetRef.Name
+			if e.Type != watch.Deleted && ptr.Deref(ep.Conditions.Ready, false) && ep.TargetRef != nil {
+				pod, ready = ep.TargetRef.Name, ready+1
 			}
 		}
-		log.add(&log.slices, s.ResourceVersion, pod, len(s.Endpoints))
+		log.add(&log.slices, s.ResourceVersion, pod, ready)
 	})
 	return log
 }
 
-func (r *routeLog) add(to *[]routeVersion, rv, pod string, endpoints int) {
+func (r *routeLog) add(to *[]routeVersion, rv, pod string, ready int) {
 	n, err := strconv.ParseInt(rv, 10, 64)
 	if err != nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	*to = append(*to, routeVersion{rv: n, pod: pod, seen: time.Now(), endpoint: endpoints})
+	*to = append(*to, routeVersion{rv: n, pod: pod, seen: time.Now(), ready: ready})
 }
 
-// routeReport is what a routeLog shows: every slice version written to name a pod that was not the
-// lease's holder at that revision (must be none), and per change of holder the lag until the slice named
+// routeReport is what a routeLog shows: every slice version written to route to a pod that was not the
+// lease's holder at that revision (a leader Service has none), and per change of holder the lag until the slice named
 // the new one and the time the slice still named the old one after it lost the lease.
 type routeReport struct {
 	violations  []string
@@ -111,8 +109,8 @@ func (r *routeLog) report() routeReport {
 		return leases[i-1], true
 	}
 	for _, s := range slicesSeen {
-		if s.endpoint > 1 {
-			rep.violations = append(rep.violations, fmt.Sprintf("slice version %d has %d endpoints", s.rv, s.endpoint))
+		if s.ready > 1 {
+			rep.violations = append(rep.violations, fmt.Sprintf("slice version %d has %d ready endpoints", s.rv, s.ready))
 		}
 		if s.pod == "" {
 			continue
