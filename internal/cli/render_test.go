@@ -8,9 +8,12 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/golden"
+	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -181,5 +184,17 @@ func TestPlanHandover(t *testing.T) {
 				t.Fatalf("PlanHandover() = %+v, %v; want %+v", got, err, tt.want)
 			}
 		})
+	}
+}
+
+func TestLeaseStatusShowsAPendingHandover(t *testing.T) {
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
+		Annotations: map[string]string{labels.HandoverFrom: "orders-0_u0", labels.HandoverTo: "orders-1"}}}
+	if got := leaseStatus(l, time.Second, time.Now()).Handover; got == nil || *got != (HandoverRequest{From: "orders-0_u0", To: "orders-1"}) {
+		t.Errorf("Handover = %+v, want the request from orders-0_u0 to orders-1", got)
+	}
+	l.Annotations = nil
+	if got := leaseStatus(l, time.Second, time.Now()).Handover; got != nil {
+		t.Errorf("Handover = %+v without a request, want nil (omitted from JSON)", got)
 	}
 }

@@ -75,6 +75,15 @@ type LeaseStatus struct {
 	Guards []string `json:"guards"`
 	// DenialsLastHour are LeaderGateDenied Events naming this lease within the hour before ObservedAt.
 	DenialsLastHour int `json:"denialsLastHour"`
+	// Handover is a handover requested on the lease and not yet taken (kubectl leasegate handover).
+	Handover *HandoverRequest `json:"handover,omitempty"`
+}
+
+// HandoverRequest is a pending handover: the holder identity asked to step down, and the pod asked to
+// take over ("" for any other candidate).
+type HandoverRequest struct {
+	From string `json:"from"`
+	To   string `json:"to,omitempty"`
 }
 
 // Candidate is one pod that elects on a lease, and what its agent says.
@@ -221,6 +230,9 @@ func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) L
 	}
 	if t := l.Spec.RenewTime; t != nil {
 		s.RenewTime = ptr.To(t.UTC())
+	}
+	if h, ok := lease.HandoverOf(l); ok {
+		s.Handover = &HandoverRequest{From: h.From, To: h.To}
 	}
 	return s
 }

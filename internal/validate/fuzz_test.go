@@ -7,6 +7,7 @@ import (
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -24,16 +25,20 @@ type fixedLeases struct{ leaseMap }
 func (fixedLeases) Watch([]LeaseRef) {}
 
 // fuzzFence is a fence over the test policy and leases, with an injected pod that restarts on loss of
-// lease shop/orders (for evictions), recording Events nowhere.
+// lease shop/orders (for evictions) and the leader Service orders-leader following it, recording Events
+// nowhere.
 func fuzzFence(f *testing.F) *Fence {
 	restarting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "shop", Name: "orders-a", UID: "uid-a",
 		Labels:      map[string]string{labels.Injected: "true"},
 		Annotations: map[string]string{labels.Status: `{"lease":"orders","restartOnLoss":"orders"}`},
 	}}
+	companion := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "shop", Name: "orders-leader", Labels: map[string]string{labels.LeaderLease: "orders", labels.LeaderOf: "orders"},
+	}}
 	fence := &Fence{
 		Leases:       fixedLeases{leases},
-		Cluster:      fake.NewClientBuilder().WithObjects(restarting, leases[namespacedName{"shop", "orders"}]).Build(),
+		Cluster:      fake.NewClientBuilder().WithObjects(restarting, companion, leases[namespacedName{"shop", "orders"}]).Build(),
 		Recorder:     &events.FakeRecorder{},
 		OwnNamespace: "leasegate-system",
 		ConfigName:   "leasegate-config",
@@ -113,6 +118,32 @@ func FuzzEvictions(f *testing.F) {
 			SubResource: "eviction", UserInfo: podUser("orders-a", "uid-a"), Object: raw(f, eviction)},
 		admissionv1.AdmissionRequest{UID: "1", Operation: admissionv1.Create, Namespace: "shop", Name: "orders-a",
 			SubResource: "eviction", UserInfo: podUser("orders-b", "uid-b"), Object: raw(f, eviction)},
+	)
+}
+
+func FuzzLeaderEndpoints(f *testing.F) {
+	fence := fuzzFence(f)
+	slice := func(service string) *discoveryv1.EndpointSlice {
+		return &discoveryv1.EndpointSlice{
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "shop", Name: service, Labels: map[string]string{discoveryv1.LabelServiceName: service}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.0.0.9"}}},
+		}
+	}
+	write := func(op admissionv1.Operation, user authenticationv1.UserInfo, old, updated *discoveryv1.EndpointSlice) admissionv1.AdmissionRequest {
+		req := admissionv1.AdmissionRequest{UID: "1", Operation: op, Namespace: "shop", Name: "orders-leader", UserInfo: user}
+		if old != nil {
+			req.OldObject = raw(f, old)
+		}
+		if updated != nil {
+			req.Object = raw(f, updated)
+		}
+		return req
+	}
+	fuzzEndpoint(f, fence.LeaderEndpoints(),
+		write(admissionv1.Create, podUser("orders-b", "uid-b"), nil, slice("orders-leader")),
+		write(admissionv1.Update, authenticationv1.UserInfo{Username: "mallory"}, slice("orders-leader"), slice("elsewhere")),
+		write(admissionv1.Create, authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:endpointslice-controller"}, nil, slice("web-leader")),
 	)
 }
 
