@@ -23,8 +23,8 @@ func NewCommand(streams genericiooptions.IOStreams) *cobra.Command {
 	var install installFlags
 	root := &cobra.Command{
 		Use:           "kubectl-leasegate",
-		Short:         "See and check leasegate's elections and fences",
-		Long:          "kubectl leasegate reports who leads each lease leasegate manages or guards, what a failover would cost, who was fenced, and whether the install is sound.",
+		Short:         "See, check and hand over leasegate's elections",
+		Long:          "kubectl leasegate reports who leads each lease leasegate manages or guards, what a failover would cost, who was fenced, and whether the install is sound; it hands a lease over to another candidate on request.",
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
