@@ -329,3 +329,37 @@ func TestMetricsSecurity(t *testing.T) {
 		})
 	}
 }
+
+// TestCARenewalKeepsItsKey pins what keeps admission up through a CA renewal: the CA is reissued with
+// the key it had, so serving certificates it signed before stay trusted by the new CA certificate while
+// the webhook pods still serve them (kubelet refreshes a Secret volume up to a minute later). cert-manager
+// 1.18 and later rotate keys by default; the serving certificate's key is rotated on every renewal.
+func TestCARenewalKeepsItsKey(t *testing.T) {
+	rendered, err := tools(t).RenderChart(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	policies := map[string]string{}
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var obj struct {
+			Kind     string `json:"kind"`
+			Metadata struct {
+				Name string `json:"name"`
+			} `json:"metadata"`
+			Spec struct {
+				PrivateKey struct {
+					RotationPolicy string `json:"rotationPolicy"`
+				} `json:"privateKey"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &obj); err == nil && obj.Kind == "Certificate" {
+			policies[obj.Metadata.Name] = obj.Spec.PrivateKey.RotationPolicy
+		}
+	}
+	want := map[string]string{"leasegate-ca": "Never", "leasegate-webhook": "Always"}
+	for name, policy := range want {
+		if policies[name] != policy {
+			t.Errorf("Certificate %s: privateKey.rotationPolicy %q, want %q (all: %v)", name, policies[name], policy, policies)
+		}
+	}
+}

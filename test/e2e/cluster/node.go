@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -45,8 +46,11 @@ type Node struct {
 
 	socket    string
 	processes []*framework.Process // in start order
+	commands  [][]string           // each process's command line, to start it again
 	// agents counts the processes started after containerd (kubelet, kube-proxy): stopped before it.
 	agents int
+	// stopped are the earlier runs of restarted components, whose logs Logs still shows.
+	stopped []*framework.Process
 }
 
 // StartNode brings the cluster up and waits until the node is Ready. binaries is the directory of the
@@ -275,20 +279,66 @@ func (n *Node) ctr(args ...string) error {
 }
 
 func (n *Node) spawn(binary string, args ...string) error {
-	cmd := exec.Command(binary, args...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p, err := framework.StartProcess(cmd)
+	p, err := startCommand(binary, args)
 	if err != nil {
 		return err
 	}
 	n.processes = append(n.processes, p)
+	n.commands = append(n.commands, append([]string{binary}, args...))
 	return nil
+}
+
+func startCommand(binary string, args []string) (*framework.Process, error) {
+	cmd := exec.Command(binary, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return framework.StartProcess(cmd)
+}
+
+// KillComponent kills a control-plane component by the name of its binary ("etcd", "kube-apiserver"),
+// as a crash or a lost machine would: it stops answering at once (a SIGTERMed kube-apiserver goes on
+// serving while it drains). StartComponent starts it again with the same command line, keeping its logs.
+func (n *Node) KillComponent(name string) error {
+	i, err := n.component(name)
+	if err != nil {
+		return err
+	}
+	n.processes[i].Stop()
+	return nil
+}
+
+// StartComponent starts a component KillComponent stopped.
+func (n *Node) StartComponent(name string) error {
+	i, err := n.component(name)
+	if err != nil {
+		return err
+	}
+	select {
+	case <-n.processes[i].Exited():
+	default:
+		return fmt.Errorf("%s is still running", name)
+	}
+	p, err := startCommand(n.commands[i][0], n.commands[i][1:])
+	if err != nil {
+		return err
+	}
+	n.stopped = append(n.stopped, n.processes[i])
+	n.processes[i] = p
+	return nil
+}
+
+func (n *Node) component(name string) (int, error) {
+	for i, command := range n.commands {
+		if filepath.Base(command[0]) == name {
+			return i, nil
+		}
+	}
+	return 0, fmt.Errorf("no component %q on this node", name)
 }
 
 // Logs returns every component's output, for a failed test's report.
 func (n *Node) Logs() string {
 	var b strings.Builder
-	for _, p := range n.processes {
+	for _, p := range append(slices.Clone(n.stopped), n.processes...) {
 		fmt.Fprintf(&b, "--- pid %d ---\n%s\n", p.Pid(), lastLines(p.Logs(), 40))
 	}
 	return b.String()
