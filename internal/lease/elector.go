@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -56,6 +57,9 @@ type Config struct {
 	// OnChange is called, from the election loop, every time Status changes. It must not block.
 	OnChange func(Status)
 	Log      logr.Logger
+	// Clock is what the elector reads the time from and arms its timer on; nil is the real clock (the
+	// unit tests step a fake one).
+	Clock clock.Clock
 }
 
 // Elector runs a leader election on one Lease.
@@ -68,8 +72,9 @@ type Config struct {
 // so they try the moment it is released, arm a timer for the instant it expires, and spend no API calls
 // while a healthy leader renews.
 type Elector struct {
-	cfg  Config
-	name string // "<namespace>/<name>", for logs and Status
+	cfg   Config
+	name  string // "<namespace>/<name>", for logs and Status
+	clock clock.Clock
 
 	// informer watches this one lease; observed is the latest version it delivered (nil before the
 	// first, and after a delete).
@@ -107,10 +112,14 @@ func NewElector(cfg Config) (*Elector, error) {
 	if cfg.OnChange == nil {
 		cfg.OnChange = func(Status) {}
 	}
+	if cfg.Clock == nil {
+		cfg.Clock = clock.RealClock{}
+	}
 	name := cfg.Namespace + "/" + cfg.Name
 	return &Elector{
 		cfg:      cfg,
 		name:     name,
+		clock:    cfg.Clock,
 		informer: newLeaseInformer(cfg.Client, cfg.Namespace, cfg.Name),
 		status:   Status{Lease: name},
 	}, nil
@@ -121,7 +130,7 @@ func (e *Elector) Status() Status {
 	e.mu.Lock()
 	s := e.status
 	e.mu.Unlock()
-	if now := time.Now().UnixNano(); s.IsLeader && (now >= e.leaderUntil.Load() || e.cfg.MultiCluster && now >= e.confirmed.Load()) {
+	if now := e.clock.Now().UnixNano(); s.IsLeader && (now >= e.leaderUntil.Load() || e.cfg.MultiCluster && now >= e.confirmed.Load()) {
 		s.IsLeader = false
 	}
 	return s
@@ -142,7 +151,7 @@ func (e *Elector) Expiry() time.Time {
 	if l == nil {
 		return time.Time{}
 	}
-	return Judge(&l.Spec, time.Now(), e.cfg.ClockSkewMargin).ExpiresAt
+	return Judge(&l.Spec, e.clock.Now(), e.cfg.ClockSkewMargin).ExpiresAt
 }
 
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
@@ -155,22 +164,36 @@ func (e *Elector) Run(ctx context.Context) {
 	go e.watch(ctx, changed)
 	defer e.release()
 
-	timer := time.NewTimer(0)
+	timer := e.clock.NewTimer(e.actNow(ctx))
 	defer timer.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-timer.C:
-			timer.Reset(e.act(ctx))
+		case <-timer.C():
+			timer.Reset(e.actNow(ctx))
 		case <-changed:
 			if wait, now := e.react(); now {
-				timer.Reset(0)
+				timer.Reset(e.actNow(ctx))
 			} else if wait > 0 {
 				timer.Reset(wait)
 			}
 		}
 	}
+}
+
+// maxImmediateActs bounds how often actNow acts again without waiting.
+const maxImmediateActs = 3
+
+// actNow acts, and again at once while acting asks for no wait (it stepped down, or resolved a conflict
+// with a fresh read), rather than through a zero-length timer: the loop then moves only on the events and
+// timers that should move it, which is also what lets the unit tests drive it with a fake clock.
+func (e *Elector) actNow(ctx context.Context) time.Duration {
+	wait := e.act(ctx)
+	for i := 0; wait <= 0 && i < maxImmediateActs && ctx.Err() == nil; i++ {
+		wait = e.act(ctx)
+	}
+	return wait
 }
 
 // react judges a Lease the watch delivered and says when to act next: now (the lease became acquirable,
@@ -182,7 +205,7 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		// The lease was deleted: a follower may create it.
 		return 0, !e.leading
 	}
-	j := Judge(&observed.Spec, time.Now(), e.cfg.ClockSkewMargin)
+	j := Judge(&observed.Spec, e.clock.Now(), e.cfg.ClockSkewMargin)
 	if e.leading {
 		if j.Holder == e.cfg.Identity && e.handoverAsked(observed) {
 			e.handOver(observed)
@@ -196,7 +219,7 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
-	if wait, ok := e.mayTake(observed, j, time.Now()); !ok {
+	if wait, ok := e.mayTake(observed, j, e.clock.Now()); !ok {
 		return min(e.cfg.Timing.RetryPeriod, wait), false
 	}
 	return 0, true
@@ -251,7 +274,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		}
 	}
 
-	now := time.Now()
+	now := e.clock.Now()
 	j := Judge(&base.Spec, now, e.cfg.ClockSkewMargin)
 	if wait, ok := e.mayTake(base, j, now); !ok {
 		return min(retry, wait)
@@ -278,7 +301,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 }
 
 func (e *Elector) create(ctx context.Context) time.Duration {
-	now := time.Now()
+	now := e.clock.Now()
 	created, err := e.cfg.Client.Create(ctx, &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
 		Spec:       e.spec(now, now, 0),
@@ -294,14 +317,14 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 
 func (e *Elector) renew(ctx context.Context) time.Duration {
 	deadline := e.lastRenew.Add(e.cfg.Timing.RenewDeadline)
-	now := time.Now()
+	now := e.clock.Now()
 	if !now.Before(deadline) {
 		e.stepDown(fmt.Sprintf("could not renew for the renew deadline (%s)", e.cfg.Timing.RenewDeadline))
 		return 0
 	}
 	// A request still in flight at the deadline is abandoned: leadership ends on time, not when the
 	// API server answers.
-	reqCtx, cancel := context.WithDeadline(ctx, deadline)
+	reqCtx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
 	defer cancel()
 	next := e.current.DeepCopy()
 	// The whole spec is rewritten, not just renewTime, so an edit of the lease by someone else cannot
@@ -337,7 +360,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
 			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
 	}
-	return min(e.cfg.Timing.RetryPeriod, time.Until(deadline))
+	return min(e.cfg.Timing.RetryPeriod, deadline.Sub(e.clock.Now()))
 }
 
 // release stops leading and hands the lease back with an empty holder, as client-go's ReleaseOnCancel
@@ -369,7 +392,7 @@ func (e *Elector) writeReleased(base *coordinationv1.Lease, handover bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	for {
-		now := time.Now()
+		now := e.clock.Now()
 		next := base.DeepCopy()
 		next.Spec = e.spec(now, now, ptr.Deref(base.Spec.LeaseTransitions, 0))
 		next.Spec.HolderIdentity = new(string)
@@ -477,7 +500,7 @@ func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
 		next.GlobalHolder, _, _ = globalAnswer(lease)
 		if leading {
 			e.confirm(lease)
-			next.IsLeader = time.Now().UnixNano() < e.confirmed.Load()
+			next.IsLeader = e.clock.Now().UnixNano() < e.confirmed.Load()
 		}
 	}
 	if t := lease.Spec.AcquireTime; t != nil && next.Holder != "" {
