@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/gate"
 	"github.com/leasegate/leasegate/internal/lease"
 )
@@ -108,7 +109,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		a.restarting = a.election(s.OnLossElection)
 	}
 	if a.listener, err = net.Listen("tcp", s.Listen); err != nil {
-		return nil, fmt.Errorf("LEASEGATE_LISTEN=%s: %w", s.Listen, err)
+		return nil, fmt.Errorf("%s=%s: %w", contract.EnvListen, s.Listen, err)
 	}
 	if s.Gate.Upstream != "" {
 		if err := a.newGate(); err != nil {
@@ -132,7 +133,7 @@ func (a *Agent) newGate() error {
 		return err
 	}
 	if a.gateListener, err = net.Listen("tcp", s.Listen); err != nil {
-		return fmt.Errorf("LEASEGATE_GATE_LISTEN=%s: %w", s.Listen, err)
+		return fmt.Errorf("%s=%s: %w", contract.EnvGateListen, s.Listen, err)
 	}
 	a.gate = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
 	// HTTP/1.1 for plain clients, cleartext HTTP/2 for gRPC: the pod's traffic is not TLS here, or the

@@ -7,9 +7,11 @@ import (
 	"io"
 	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/gate"
 	"github.com/leasegate/leasegate/internal/lease"
 )
@@ -20,9 +22,9 @@ type Readiness string
 const (
 	// ReadinessHealth: ready while the agent works, whoever leads. Services keep followers, so clients
 	// that talk to any replica keep working through a failover.
-	ReadinessHealth Readiness = "health"
+	ReadinessHealth Readiness = contract.ReadinessHealth
 	// ReadinessLeader: ready only while this pod leads, for active/passive routing through a Service.
-	ReadinessLeader Readiness = "leader"
+	ReadinessLeader Readiness = contract.ReadinessLeader
 )
 
 // Settings is the agent's whole configuration. Each field comes from an environment variable and may be
@@ -56,14 +58,14 @@ type Settings struct {
 
 // Kinds of lease the agent elects on (LEASEGATE_LEASE_KIND).
 const (
-	LeaseKindLease             = "Lease"
-	LeaseKindMultiClusterLease = "MultiClusterLease"
+	LeaseKindLease             = contract.LeaseKindLease
+	LeaseKindMultiClusterLease = contract.LeaseKindMultiClusterLease
 )
 
 // What an agent does when it loses a lease it held (LEASEGATE_ON_LOSS).
 const (
-	OnLossKeep    = "keep"
-	OnLossRestart = "restart"
+	OnLossKeep    = contract.OnLossKeep
+	OnLossRestart = contract.OnLossRestart
 )
 
 // GateSettings configure the mutation gate (package gate).
@@ -131,12 +133,12 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	}
 	switch {
 	case s.Elections == "" && s.Lease == "":
-		errs = append(errs, errors.New("LEASEGATE_LEASE (--lease) is required: name of the coordination.k8s.io/v1 Lease to elect on (or LEASEGATE_ELECTIONS for several)"))
+		errs = append(errs, fmt.Errorf("%s (--lease) is required: name of the coordination.k8s.io/v1 Lease to elect on (or %s for several)", contract.EnvLease, contract.EnvElections))
 	case s.Elections != "" && s.Lease != "":
-		errs = append(errs, errors.New("LEASEGATE_LEASE (--lease) and LEASEGATE_ELECTIONS (--elections) are both set: use one"))
+		errs = append(errs, fmt.Errorf("%s (--lease) and %s (--elections) are both set: use one", contract.EnvLease, contract.EnvElections))
 	case s.Elections != "":
 		if _, err := lease.ParseElections(s.Elections); err != nil {
-			errs = append(errs, fmt.Errorf("LEASEGATE_ELECTIONS (--elections): %w", err))
+			errs = append(errs, fmt.Errorf("%s (--elections): %w", contract.EnvElections, err))
 		}
 	}
 	var timingErr *lease.TimingError
@@ -146,7 +148,7 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 			st.env, timingErr.Value, st.flag, timingErr.Reason))
 	}
 	if s.ClockSkewMargin < 0 {
-		errs = append(errs, fmt.Errorf("LEASEGATE_CLOCK_SKEW_MARGIN=%s: must not be negative", s.ClockSkewMargin))
+		errs = append(errs, fmt.Errorf("%s=%s: must not be negative", contract.EnvClockSkewMargin, s.ClockSkewMargin))
 	}
 	if s.Gate.Upstream != "" {
 		errs = append(errs, s.validateGate()...)
@@ -154,15 +156,15 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	switch s.OnLoss {
 	case OnLossKeep, OnLossRestart:
 	default:
-		errs = append(errs, fmt.Errorf("LEASEGATE_ON_LOSS=%s (--on-loss): must be %s or %s", s.OnLoss, OnLossKeep, OnLossRestart))
+		errs = append(errs, fmt.Errorf("%s=%s (--on-loss): must be %s or %s", contract.EnvOnLoss, s.OnLoss, OnLossKeep, OnLossRestart))
 	}
 	if s.OnLoss == OnLossRestart {
-		errs = append(errs, s.checkElection("LEASEGATE_ON_LOSS_ELECTION", "on-loss-election", s.OnLossElection)...)
+		errs = append(errs, s.checkElection(contract.EnvOnLossElection, "on-loss-election", s.OnLossElection)...)
 	}
 	switch s.LeaseKind {
 	case LeaseKindLease, LeaseKindMultiClusterLease:
 	default:
-		errs = append(errs, fmt.Errorf("LEASEGATE_LEASE_KIND=%s (--lease-kind): must be %s or %s", s.LeaseKind, LeaseKindLease, LeaseKindMultiClusterLease))
+		errs = append(errs, fmt.Errorf("%s=%s (--lease-kind): must be %s or %s", contract.EnvLeaseKind, s.LeaseKind, LeaseKindLease, LeaseKindMultiClusterLease))
 	}
 	return s, errors.Join(errs...)
 }
@@ -197,7 +199,7 @@ const DefaultGateListen = ":9441"
 
 func defaultSettings() Settings {
 	return Settings{
-		Timing: lease.DefaultTiming, Readiness: ReadinessHealth, Listen: ":9440",
+		Timing: lease.DefaultTiming, ClockSkewMargin: lease.DefaultClockSkewMargin, Readiness: ReadinessHealth, Listen: ":" + strconv.Itoa(contract.AgentPort),
 		Gate:   GateSettings{Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*"},
 		OnLoss: OnLossKeep, LeaseKind: LeaseKindLease,
 	}
@@ -206,19 +208,19 @@ func defaultSettings() Settings {
 func (s *Settings) validateGate() []error {
 	var errs []error
 	if _, _, err := net.SplitHostPort(s.Gate.Upstream); err != nil {
-		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_UPSTREAM=%s (--gate-upstream): want the app's host:port, such as 127.0.0.1:8080", s.Gate.Upstream))
+		errs = append(errs, fmt.Errorf("%s=%s (--gate-upstream): want the app's host:port, such as 127.0.0.1:8080", contract.EnvGateUpstream, s.Gate.Upstream))
 	}
 	if _, err := gate.NewPolicy(s.Gate.Methods, s.Gate.GRPCMethods); err != nil {
-		errs = append(errs, fmt.Errorf("LEASEGATE_GATE_METHODS (--gate-methods) or LEASEGATE_GATE_GRPC_METHODS (--gate-grpc-methods): %w", err))
+		errs = append(errs, fmt.Errorf("%s (--gate-methods) or %s (--gate-grpc-methods): %w", contract.EnvGateMethods, contract.EnvGateGRPCMethods, err))
 	}
-	return append(errs, s.checkElection("LEASEGATE_GATE_ELECTION", "gate-election", s.Gate.Election)...)
+	return append(errs, s.checkElection(contract.EnvGateElection, "gate-election", s.Gate.Election)...)
 }
 
 // timingSettings names the variable and flag of each timing field, for errors.
 var timingSettings = map[lease.TimingField]struct{ env, flag string }{
-	lease.LeaseDurationField: {"LEASEGATE_LEASE_DURATION", "lease-duration"},
-	lease.RenewDeadlineField: {"LEASEGATE_RENEW_DEADLINE", "renew-deadline"},
-	lease.RetryPeriodField:   {"LEASEGATE_RETRY_PERIOD", "retry-period"},
+	lease.LeaseDurationField: {contract.EnvLeaseDuration, "lease-duration"},
+	lease.RenewDeadlineField: {contract.EnvRenewDeadline, "renew-deadline"},
+	lease.RetryPeriodField:   {contract.EnvRetryPeriod, "retry-period"},
 }
 
 // Usage writes every flag with its environment variable and default.
@@ -232,26 +234,26 @@ func Usage(w io.Writer) {
 // flagSet binds every setting of s to its flag. The order is the order of the usage text.
 func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 	settings := []setting{
-		{"POD_NAME", "pod-name", "name of the pod the agent runs in (downward API metadata.name)", true, stringValue{&s.PodName}},
-		{"POD_NAMESPACE", "pod-namespace", "namespace of the pod and of its lease", true, stringValue{&s.PodNamespace}},
-		{"POD_UID", "pod-uid", "UID of the pod (downward API metadata.uid)", true, stringValue{&s.PodUID}},
-		{"LEASEGATE_LEASE", "lease", "name of the coordination.k8s.io/v1 Lease to elect on", false, stringValue{&s.Lease}},
-		{"LEASEGATE_LEASE_DURATION", "lease-duration", "how long a lease lasts after its last renewal (whole seconds)", false, durationValue{&s.Timing.LeaseDuration}},
-		{"LEASEGATE_RENEW_DEADLINE", "renew-deadline", "how long a leader retries renewing before it stops leading", false, durationValue{&s.Timing.RenewDeadline}},
-		{"LEASEGATE_RETRY_PERIOD", "retry-period", "interval between renewals and acquisition attempts", false, durationValue{&s.Timing.RetryPeriod}},
-		{"LEASEGATE_CLOCK_SKEW_MARGIN", "clock-skew-margin", "extra time a follower grants the holder before taking an unrenewed lease; set it to the fence's clockSkewMargin", false, durationValue{&s.ClockSkewMargin}},
-		{"LEASEGATE_READINESS", "readiness", "what /readyz reports: health (ready while working) or leader (ready only while leading)", false, readinessValue{&s.Readiness}},
-		{"LEASEGATE_LISTEN", "listen", "address of the HTTP endpoints (/healthz, /readyz, /leader, /metrics)", false, stringValue{&s.Listen}},
-		{"LEASEGATE_ELECTIONS", "elections", `several elections instead of LEASEGATE_LEASE: a JSON list of {"name", "lease", "leaseDuration", "renewDeadline", "retryPeriod", "readiness"}`, false, stringValue{&s.Elections}},
-		{"LEASEGATE_STATUS_FILE", "status-file", "file that holds the /leader JSON, rewritten atomically on every change", false, stringValue{&s.StatusFile}},
-		{"LEASEGATE_GATE_UPSTREAM", "gate-upstream", "the app's host:port: serve the mutation gate in front of it (followers answer mutations with 503)", false, stringValue{&s.Gate.Upstream}},
-		{"LEASEGATE_GATE_LISTEN", "gate-listen", "address of the mutation gate", false, stringValue{&s.Gate.Listen}},
-		{"LEASEGATE_GATE_METHODS", "gate-methods", "HTTP methods only the leader may serve, comma-separated", false, stringValue{&s.Gate.Methods}},
-		{"LEASEGATE_GATE_GRPC_METHODS", "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
-		{"LEASEGATE_GATE_ELECTION", "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
-		{"LEASEGATE_ON_LOSS", "on-loss", "when a lease this pod held is lost: keep (report it) or restart (evict this pod through the Eviction API, so it returns as a follower)", false, stringValue{&s.OnLoss}},
-		{"LEASEGATE_LEASE_KIND", "lease-kind", "what the elections elect on: Lease, or MultiClusterLease (one leader across clusters, confirmed by leasegate's election controller)", false, stringValue{&s.LeaseKind}},
-		{"LEASEGATE_ON_LOSS_ELECTION", "on-loss-election", "the election whose loss restarts the pod (the only one when empty)", false, stringValue{&s.OnLossElection}},
+		{contract.EnvPodName, "pod-name", "name of the pod the agent runs in (downward API metadata.name)", true, stringValue{&s.PodName}},
+		{contract.EnvPodNamespace, "pod-namespace", "namespace of the pod and of its lease", true, stringValue{&s.PodNamespace}},
+		{contract.EnvPodUID, "pod-uid", "UID of the pod (downward API metadata.uid)", true, stringValue{&s.PodUID}},
+		{contract.EnvLease, "lease", "name of the coordination.k8s.io/v1 Lease to elect on", false, stringValue{&s.Lease}},
+		{contract.EnvLeaseDuration, "lease-duration", "how long a lease lasts after its last renewal (whole seconds)", false, durationValue{&s.Timing.LeaseDuration}},
+		{contract.EnvRenewDeadline, "renew-deadline", "how long a leader retries renewing before it stops leading", false, durationValue{&s.Timing.RenewDeadline}},
+		{contract.EnvRetryPeriod, "retry-period", "interval between renewals and acquisition attempts", false, durationValue{&s.Timing.RetryPeriod}},
+		{contract.EnvClockSkewMargin, "clock-skew-margin", "extra time a follower grants the holder before taking an unrenewed lease; set it to the fence's clockSkewMargin", false, durationValue{&s.ClockSkewMargin}},
+		{contract.EnvReadiness, "readiness", "what /readyz reports: health (ready while working) or leader (ready only while leading)", false, readinessValue{&s.Readiness}},
+		{contract.EnvListen, "listen", "address of the HTTP endpoints (/healthz, /readyz, /leader, /metrics)", false, stringValue{&s.Listen}},
+		{contract.EnvElections, "elections", "several elections instead of " + contract.EnvLease + `: a JSON list of {"name", "lease", "leaseDuration", "renewDeadline", "retryPeriod", "readiness"}`, false, stringValue{&s.Elections}},
+		{contract.EnvStatusFile, "status-file", "file that holds the /leader JSON, rewritten atomically on every change", false, stringValue{&s.StatusFile}},
+		{contract.EnvGateUpstream, "gate-upstream", "the app's host:port: serve the mutation gate in front of it (followers answer mutations with 503)", false, stringValue{&s.Gate.Upstream}},
+		{contract.EnvGateListen, "gate-listen", "address of the mutation gate", false, stringValue{&s.Gate.Listen}},
+		{contract.EnvGateMethods, "gate-methods", "HTTP methods only the leader may serve, comma-separated", false, stringValue{&s.Gate.Methods}},
+		{contract.EnvGateGRPCMethods, "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
+		{contract.EnvGateElection, "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
+		{contract.EnvOnLoss, "on-loss", "when a lease this pod held is lost: keep (report it) or restart (evict this pod through the Eviction API, so it returns as a follower)", false, stringValue{&s.OnLoss}},
+		{contract.EnvLeaseKind, "lease-kind", "what the elections elect on: Lease, or MultiClusterLease (one leader across clusters, confirmed by leasegate's election controller)", false, stringValue{&s.LeaseKind}},
+		{contract.EnvOnLossElection, "on-loss-election", "the election whose loss restarts the pod (the only one when empty)", false, stringValue{&s.OnLossElection}},
 		{"KUBECONFIG", "kubeconfig", "kubeconfig file; in-cluster config when empty", false, stringValue{&s.Kubeconfig}},
 	}
 	fs := flag.NewFlagSet("leasegate-agent", flag.ContinueOnError)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -40,12 +41,12 @@ func TestLoadSettings(t *testing.T) {
 			name: "environment sets every optional setting",
 			env: map[string]string{
 				"LEASEGATE_LEASE_DURATION": "6s", "LEASEGATE_RENEW_DEADLINE": "4s", "LEASEGATE_RETRY_PERIOD": "1s",
-				"LEASEGATE_CLOCK_SKEW_MARGIN": "1s", "LEASEGATE_READINESS": "leader", "LEASEGATE_LISTEN": "127.0.0.1:19440",
+				"LEASEGATE_CLOCK_SKEW_MARGIN": "2500ms", "LEASEGATE_READINESS": "leader", "LEASEGATE_LISTEN": "127.0.0.1:19440",
 				"LEASEGATE_STATUS_FILE": "/run/leasegate/status.json", "KUBECONFIG": "/etc/kubeconfig",
 			},
 			want: func(s *Settings) {
 				s.Timing = lease.Timing{LeaseDuration: 6 * time.Second, RenewDeadline: 4 * time.Second, RetryPeriod: time.Second}
-				s.ClockSkewMargin, s.Readiness, s.Listen = time.Second, ReadinessLeader, "127.0.0.1:19440"
+				s.ClockSkewMargin, s.Readiness, s.Listen = 2500*time.Millisecond, ReadinessLeader, "127.0.0.1:19440"
 				s.StatusFile, s.Kubeconfig = "/run/leasegate/status.json", "/etc/kubeconfig"
 			},
 		},
@@ -190,6 +191,17 @@ func TestLoadSettings(t *testing.T) {
 				t.Errorf("LoadSettings() = %+v\nwant %+v", got, want)
 			}
 		})
+	}
+}
+
+// An agent run by hand judges expiry as the fence does by default, as injected ones do.
+func TestDefaultClockSkewMarginIsTheFences(t *testing.T) {
+	fence, err := config.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := defaultSettings().ClockSkewMargin, fence.Election.ClockSkewMargin.Duration; got != want || got == 0 {
+		t.Errorf("an agent's default clock skew margin is %s, the fence's %s: they must agree (and not be 0)", got, want)
 	}
 }
 

@@ -20,8 +20,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
-	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/validate"
 )
 
@@ -375,7 +375,7 @@ func groupResource(group, resource string) string {
 // checkAgents finds injected pods whose agent timing breaks retry < renew deadline < lease duration
 // (injected before a rule was enforced, or edited by hand): such an agent refuses to start.
 func (r *CheckReport) checkAgents(ctx context.Context, cs kubernetes.Interface, namespace string) error {
-	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Injected + "=true"})
+	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.Injected + "=true"})
 	if err != nil {
 		return fmt.Errorf("listing injected pods: %w", err)
 	}
@@ -426,7 +426,7 @@ func (r *CheckReport) checkDisruptionBudgets(ctx context.Context, cs kubernetes.
 		if err != nil {
 			continue
 		}
-		req, _ := k8slabels.NewRequirement(labels.Injected, "=", []string{"true"})
+		req, _ := k8slabels.NewRequirement(contract.Injected, "=", []string{"true"})
 		pods, err := cs.CoreV1().Pods(pdb.Namespace).List(ctx, metav1.ListOptions{LabelSelector: selector.Add(*req).String()})
 		if err != nil {
 			return fmt.Errorf("listing the pods of PodDisruptionBudget %s/%s: %w", pdb.Namespace, pdb.Name, err)

@@ -15,7 +15,7 @@ import (
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -103,11 +103,11 @@ func Handover(ctx context.Context, cs kubernetes.Interface, opts HandoverOptions
 	if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != request.From {
 		return nil, fmt.Errorf("lease %s/%s changed hands to %q while the handover was prepared; run it again", opts.Namespace, opts.Lease, holder)
 	}
-	metav1.SetMetaDataAnnotation(&current.ObjectMeta, labels.HandoverFrom, request.From)
+	metav1.SetMetaDataAnnotation(&current.ObjectMeta, contract.HandoverFrom, request.From)
 	if request.To != "" {
-		metav1.SetMetaDataAnnotation(&current.ObjectMeta, labels.HandoverTo, request.To)
+		metav1.SetMetaDataAnnotation(&current.ObjectMeta, contract.HandoverTo, request.To)
 	} else {
-		delete(current.Annotations, labels.HandoverTo)
+		delete(current.Annotations, contract.HandoverTo)
 	}
 	asked := time.Now()
 	// An update, not a patch: its compare-and-swap fails if the holder renewed in between only when

@@ -12,8 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/golden"
-	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -189,7 +189,7 @@ func TestPlanHandover(t *testing.T) {
 
 func TestLeaseStatusShowsAPendingHandover(t *testing.T) {
 	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders",
-		Annotations: map[string]string{labels.HandoverFrom: "orders-0_u0", labels.HandoverTo: "orders-1"}}}
+		Annotations: map[string]string{contract.HandoverFrom: "orders-0_u0", contract.HandoverTo: "orders-1"}}}
 	if got := leaseStatus(l, time.Second, time.Now()).Handover; got == nil || *got != (HandoverRequest{From: "orders-0_u0", To: "orders-1"}) {
 		t.Errorf("Handover = %+v, want the request from orders-0_u0 to orders-1", got)
 	}

@@ -20,8 +20,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
-	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/validate"
 )
@@ -135,7 +135,7 @@ func GatherStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOptio
 	if err != nil {
 		return nil, fmt.Errorf("listing leases: %w", err)
 	}
-	pods, err := cs.CoreV1().Pods(opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: labels.Injected + "=true"})
+	pods, err := cs.CoreV1().Pods(opts.Namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.Injected + "=true"})
 	if err != nil {
 		return nil, fmt.Errorf("listing injected pods: %w", err)
 	}
@@ -151,7 +151,7 @@ func GatherStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOptio
 			continue
 		}
 		guards := guardsOf(cfg, l.Namespace, l.Name)
-		managed := l.Labels[labels.Managed] == "true"
+		managed := l.Labels[contract.Managed] == "true"
 		if !managed && len(guards) == 0 {
 			continue
 		}
@@ -280,7 +280,7 @@ func agentElections(pod *corev1.Pod) []lease.ElectionSpec {
 			for _, e := range c.Env {
 				env[e.Name] = e.Value
 			}
-			if elections, several := env["LEASEGATE_ELECTIONS"]; several {
+			if elections, several := env[contract.EnvElections]; several {
 				var specs []lease.ElectionSpec
 				if json.Unmarshal([]byte(elections), &specs) != nil {
 					return []lease.ElectionSpec{{}} // unreadable: timing no agent accepts
@@ -288,10 +288,10 @@ func agentElections(pod *corev1.Pod) []lease.ElectionSpec {
 				return specs
 			}
 			var t lease.Timing
-			t.LeaseDuration, _ = time.ParseDuration(env["LEASEGATE_LEASE_DURATION"])
-			t.RenewDeadline, _ = time.ParseDuration(env["LEASEGATE_RENEW_DEADLINE"])
-			t.RetryPeriod, _ = time.ParseDuration(env["LEASEGATE_RETRY_PERIOD"])
-			return []lease.ElectionSpec{lease.NewElectionSpec(env["LEASEGATE_LEASE"], env["LEASEGATE_LEASE"], t, "")}
+			t.LeaseDuration, _ = time.ParseDuration(env[contract.EnvLeaseDuration])
+			t.RenewDeadline, _ = time.ParseDuration(env[contract.EnvRenewDeadline])
+			t.RetryPeriod, _ = time.ParseDuration(env[contract.EnvRetryPeriod])
+			return []lease.ElectionSpec{lease.NewElectionSpec(env[contract.EnvLease], env[contract.EnvLease], t, "")}
 		}
 	}
 	return nil

@@ -4,11 +4,10 @@
 package config
 
 import (
-	"time"
-
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -73,8 +72,8 @@ type Guard struct {
 
 // Kinds of lease a guard names.
 const (
-	LeaseKindLease             = "Lease"
-	LeaseKindMultiClusterLease = "MultiClusterLease"
+	LeaseKindLease             = contract.LeaseKindLease
+	LeaseKindMultiClusterLease = contract.LeaseKindMultiClusterLease
 )
 
 // GuardedResource is a group, some of its resources, and the operations on them.
@@ -138,7 +137,7 @@ type Agent struct {
 
 // Defaults, named so the README, the chart and the tests can refer to them.
 const (
-	DefaultAgentPort       = 9440
-	DefaultClockSkewMargin = time.Second
+	DefaultAgentPort       = contract.AgentPort
+	DefaultClockSkewMargin = lease.DefaultClockSkewMargin
 	DefaultImageRepository = "ghcr.io/leasegate/leasegate-agent"
 )

@@ -14,7 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -51,9 +51,9 @@ var timingFields = []struct {
 	annotation string
 	yaml       string
 }{
-	{lease.LeaseDurationField, labels.LeaseDuration, "leaseDuration"},
-	{lease.RenewDeadlineField, labels.RenewDeadline, "renewDeadline"},
-	{lease.RetryPeriodField, labels.RetryPeriod, "retryPeriod"},
+	{lease.LeaseDurationField, contract.LeaseDuration, "leaseDuration"},
+	{lease.RenewDeadlineField, contract.RenewDeadline, "renewDeadline"},
+	{lease.RetryPeriodField, contract.RetryPeriod, "retryPeriod"},
 }
 
 // settleTiming turns what was written down into an election's timing: explicit values win; a takeover
@@ -110,8 +110,8 @@ func podTiming(annotations map[string]string, path *field.Path) (explicitTiming,
 		}
 		return &d
 	}
-	t.leaseDuration, t.renewDeadline, t.retryPeriod = parse(labels.LeaseDuration), parse(labels.RenewDeadline), parse(labels.RetryPeriod)
-	t.takeover = parse(labels.Takeover)
+	t.leaseDuration, t.renewDeadline, t.retryPeriod = parse(contract.LeaseDuration), parse(contract.RenewDeadline), parse(contract.RetryPeriod)
+	t.takeover = parse(contract.Takeover)
 	return t, errs
 }
 
@@ -143,7 +143,7 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 			errs = append(errs, field.Invalid(p, name, "an election name must be a DNS label: "+msgs[0]))
 			continue
 		}
-		e := election{name: name, lease: spec.Lease, readiness: readinessHealth, start: startImmediate}
+		e := election{name: name, lease: spec.Lease, readiness: contract.ReadinessHealth, start: contract.StartImmediate}
 		if e.lease == "" {
 			e.lease = baseLease + "-" + name
 		}
@@ -170,20 +170,20 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 		errs = append(errs, timingErrs...)
 
 		switch spec.Readiness {
-		case "", readinessHealth:
-		case readinessLeader:
-			e.readiness = readinessLeader
+		case "", contract.ReadinessHealth:
+		case contract.ReadinessLeader:
+			e.readiness = contract.ReadinessLeader
 			leaderReadiness = append(leaderReadiness, name)
 		default:
-			errs = append(errs, field.NotSupported(p.Child("readiness"), spec.Readiness, []string{readinessHealth, readinessLeader}))
+			errs = append(errs, field.NotSupported(p.Child("readiness"), spec.Readiness, []string{contract.ReadinessHealth, contract.ReadinessLeader}))
 		}
 		switch spec.Start {
-		case "", startImmediate:
-		case startLeader:
-			e.start = startLeader
+		case "", contract.StartImmediate:
+		case contract.StartLeader:
+			e.start = contract.StartLeader
 			leaderStart = append(leaderStart, name)
 		default:
-			errs = append(errs, field.NotSupported(p.Child("start"), spec.Start, []string{startImmediate, startLeader}))
+			errs = append(errs, field.NotSupported(p.Child("start"), spec.Start, []string{contract.StartImmediate, contract.StartLeader}))
 		}
 		elections = append(elections, e)
 	}
@@ -203,7 +203,7 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 // envName is the app's variable for an election's lease: LEASEGATE_LEASE_<NAME>, the name upper-cased
 // with '-' as '_'.
 func envName(election string) string {
-	return "LEASEGATE_LEASE_" + strings.ToUpper(strings.ReplaceAll(election, "-", "_"))
+	return contract.EnvLeasePrefix + strings.ToUpper(strings.ReplaceAll(election, "-", "_"))
 }
 
 // decodeStrict decodes YAML refusing duplicate keys and unknown fields, so a misspelt field is reported

@@ -10,7 +10,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/admissionfuzz"
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -44,9 +44,9 @@ func FuzzMutatePods(f *testing.F) {
 // changes nothing.
 func FuzzInjectAnnotations(f *testing.F) {
 	keys := []string{
-		labels.Lease, labels.LeaseDuration, labels.RenewDeadline, labels.RetryPeriod, labels.Readiness, labels.Start,
-		labels.Takeover, labels.Elections, labels.Gate, labels.GateMethods, labels.GateGRPCMethods, labels.GateElection,
-		labels.OnLoss, labels.LeaseKind,
+		contract.Lease, contract.LeaseDuration, contract.RenewDeadline, contract.RetryPeriod, contract.Readiness, contract.Start,
+		contract.Takeover, contract.Elections, contract.Gate, contract.GateMethods, contract.GateGRPCMethods, contract.GateElection,
+		contract.OnLoss, contract.LeaseKind,
 	}
 	// Values are given as one string, "key=value" lines, so that the seeds are the golden inputs' own
 	// annotations and the fuzzer may drop, repeat or invent keys.
@@ -65,7 +65,7 @@ func FuzzInjectAnnotations(f *testing.F) {
 		f.Fatal(err)
 	}
 	opts := Options{Config: cfg, Caps: Capabilities{NativeSidecars: true, MultiClusterLeases: true}, OwnNamespace: "leasegate-system"}
-	ns := Namespace{Name: base.Namespace, Labels: map[string]string{labels.Inject: labels.InjectEnabled}}
+	ns := Namespace{Name: base.Namespace, Labels: map[string]string{contract.Inject: contract.InjectEnabled}}
 	f.Fuzz(func(t *testing.T, annotations string) {
 		pod := base.DeepCopy()
 		pod.Annotations = map[string]string{}

@@ -11,8 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/gate"
-	"github.com/leasegate/leasegate/internal/labels"
 )
 
 // gatePlan is the mutation gate injection sets up: the app's named port moves to the agent, which
@@ -38,18 +38,18 @@ type GateStatus struct {
 // planGate reads leasegate.io/gate and its companions. agentPort is taken; the gate listens on the next
 // port no container declares.
 func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *field.Path) (*gatePlan, field.ErrorList) {
-	name, ok := pod.Annotations[labels.Gate]
+	name, ok := pod.Annotations[contract.Gate]
 	if !ok {
-		for _, key := range []string{labels.GateMethods, labels.GateGRPCMethods, labels.GateElection} {
+		for _, key := range []string{contract.GateMethods, contract.GateGRPCMethods, contract.GateElection} {
 			if _, set := pod.Annotations[key]; set {
-				return nil, field.ErrorList{field.Forbidden(path.Key(key), "set "+labels.Gate+" to the app's port name first: this tunes the mutation gate")}
+				return nil, field.ErrorList{field.Forbidden(path.Key(key), "set "+contract.Gate+" to the app's port name first: this tunes the mutation gate")}
 			}
 		}
 		return nil, nil
 	}
 	g := &gatePlan{
-		portName: name, methods: pod.Annotations[labels.GateMethods],
-		grpcMethods: pod.Annotations[labels.GateGRPCMethods], election: pod.Annotations[labels.GateElection],
+		portName: name, methods: pod.Annotations[contract.GateMethods],
+		grpcMethods: pod.Annotations[contract.GateGRPCMethods], election: pod.Annotations[contract.GateElection],
 	}
 	var errs field.ErrorList
 	for _, c := range pod.Spec.Containers {
@@ -61,19 +61,19 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 	}
 	switch {
 	case g.container == "":
-		errs = append(errs, field.Invalid(path.Key(labels.Gate), name,
+		errs = append(errs, field.Invalid(path.Key(contract.Gate), name,
 			"no app container declares a port of this name: name the port your Service targets (containers[].ports[].name) and give that name here"))
 	case g.protocol != "" && g.protocol != corev1.ProtocolTCP:
-		errs = append(errs, field.Invalid(path.Key(labels.Gate), name, fmt.Sprintf("port %s is %s; the gate proxies HTTP and gRPC over TCP", name, g.protocol)))
+		errs = append(errs, field.Invalid(path.Key(contract.Gate), name, fmt.Sprintf("port %s is %s; the gate proxies HTTP and gRPC over TCP", name, g.protocol)))
 	}
 	// Each annotation is checked on its own, beside the agent's default for the other, so an error names
 	// the annotation at fault.
 	defaultMethods := strings.Join(gate.DefaultMethods, ",")
 	if _, err := gate.NewPolicy(cmp.Or(g.methods, defaultMethods), "*"); err != nil {
-		errs = append(errs, field.Invalid(path.Key(labels.GateMethods), g.methods, err.Error()))
+		errs = append(errs, field.Invalid(path.Key(contract.GateMethods), g.methods, err.Error()))
 	}
 	if _, err := gate.NewPolicy(defaultMethods, cmp.Or(g.grpcMethods, "*")); err != nil {
-		errs = append(errs, field.Invalid(path.Key(labels.GateGRPCMethods), g.grpcMethods, err.Error()))
+		errs = append(errs, field.Invalid(path.Key(contract.GateGRPCMethods), g.grpcMethods, err.Error()))
 	}
 	var names []string
 	for _, e := range elections {
@@ -81,11 +81,11 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 	}
 	switch {
 	case g.election == "" && len(elections) > 1:
-		errs = append(errs, field.Required(path.Key(labels.GateElection), fmt.Sprintf("the pod runs several elections: name the one whose leader may mutate (%v)", names)))
+		errs = append(errs, field.Required(path.Key(contract.GateElection), fmt.Sprintf("the pod runs several elections: name the one whose leader may mutate (%v)", names)))
 	case g.election != "" && len(elections) > 1 && !slices.Contains(names, g.election):
-		errs = append(errs, field.NotSupported(path.Key(labels.GateElection), g.election, names))
+		errs = append(errs, field.NotSupported(path.Key(contract.GateElection), g.election, names))
 	case g.election != "" && len(elections) == 1:
-		errs = append(errs, field.Forbidden(path.Key(labels.GateElection), "the pod runs one election: drop this annotation"))
+		errs = append(errs, field.Forbidden(path.Key(contract.GateElection), "the pod runs one election: drop this annotation"))
 	}
 	g.listen = agentPort + 1
 	for portUsed(pod, g.listen) {
@@ -124,13 +124,13 @@ func (g *gatePlan) apply(pod *corev1.Pod, agent *corev1.Container) {
 	}
 	agent.Ports = append(agent.Ports, corev1.ContainerPort{Name: g.portName, ContainerPort: g.listen, Protocol: corev1.ProtocolTCP})
 	agent.Env = append(agent.Env,
-		corev1.EnvVar{Name: "LEASEGATE_GATE_UPSTREAM", Value: "127.0.0.1:" + strconv.Itoa(int(g.appPort))},
-		corev1.EnvVar{Name: "LEASEGATE_GATE_LISTEN", Value: ":" + strconv.Itoa(int(g.listen))},
+		corev1.EnvVar{Name: contract.EnvGateUpstream, Value: "127.0.0.1:" + strconv.Itoa(int(g.appPort))},
+		corev1.EnvVar{Name: contract.EnvGateListen, Value: ":" + strconv.Itoa(int(g.listen))},
 	)
 	for _, v := range []corev1.EnvVar{
-		{Name: "LEASEGATE_GATE_METHODS", Value: g.methods},
-		{Name: "LEASEGATE_GATE_GRPC_METHODS", Value: g.grpcMethods},
-		{Name: "LEASEGATE_GATE_ELECTION", Value: g.election},
+		{Name: contract.EnvGateMethods, Value: g.methods},
+		{Name: contract.EnvGateGRPCMethods, Value: g.grpcMethods},
+		{Name: contract.EnvGateElection, Value: g.election},
 	} {
 		if v.Value != "" {
 			agent.Env = append(agent.Env, v)

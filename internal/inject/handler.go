@@ -13,7 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // Handler serves Inject as a mutating admission webhook. It makes no API call per request: namespace
@@ -63,7 +63,7 @@ func (h *Handler) namespace(ctx context.Context, name string) Namespace {
 	ns := &metav1.PartialObjectMetadata{}
 	ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
 	if err := h.Namespaces.Get(ctx, types.NamespacedName{Name: name}, ns); err != nil {
-		return Namespace{Name: name, Labels: map[string]string{labels.Inject: labels.InjectEnabled}}
+		return Namespace{Name: name, Labels: map[string]string{contract.Inject: contract.InjectEnabled}}
 	}
 	return Namespace{Name: name, Labels: ns.Labels}
 }

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // namespaceCache stands in for the informer cache of namespace metadata.
@@ -41,7 +41,7 @@ func newTestHandler(t testing.TB) *Handler {
 	}
 	return &Handler{
 		Config:       config.NewStore(cfg),
-		Namespaces:   namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}, "plain": nil},
+		Namespaces:   namespaceCache{"shop": {contract.Inject: contract.InjectEnabled}, "plain": nil},
 		Caps:         Capabilities{NativeSidecars: true, MultiClusterLeases: true},
 		OwnNamespace: "leasegate-system",
 	}
@@ -72,7 +72,7 @@ func TestHandlerPatchReproducesInject(t *testing.T) {
 		h.Caps.NativeSidecars = !tc.oldAPIServer
 		h.Caps.MultiClusterLeases = !tc.noMultiClusterCRD
 		pod := readPod(t, "testdata/"+tc.input)
-		if result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
+		if result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {contract.Inject: contract.InjectEnabled}}[pod.Namespace]},
 			Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace}); err != nil || result.Pod == nil {
 			continue // denied or skipped: no patch
 		}
@@ -99,7 +99,7 @@ func checkPatchReproducesInject(t *testing.T, h *Handler, input string) {
 	if err != nil {
 		t.Fatalf("the patch does not apply: %v", err)
 	}
-	want, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {labels.Inject: labels.InjectEnabled}}[pod.Namespace]},
+	want, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {contract.Inject: contract.InjectEnabled}}[pod.Namespace]},
 		Options{Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace})
 	if err != nil {
 		t.Fatal(err)

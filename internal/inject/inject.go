@@ -19,7 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -87,16 +87,6 @@ type Status struct {
 	LeaseKind string `json:"leaseKind,omitempty"`
 }
 
-// Readiness and start modes (annotations leasegate.io/readiness and leasegate.io/start).
-const (
-	readinessHealth = "health"
-	readinessLeader = "leader"
-	startImmediate  = "immediate"
-	startLeader     = "leader"
-	onLossKeep      = "keep"
-	onLossRestart   = "restart"
-)
-
 // Inject decides what happens to pod at admission. An error is a denial: its message is what the user
 // sees, and names the annotation and the rule.
 func Inject(pod *corev1.Pod, ns Namespace, opts Options) (Result, error) {
@@ -126,16 +116,16 @@ func skipReason(pod *corev1.Pod, ns Namespace, ownNamespace string) string {
 	if slices.Contains(neverInjected, ns.Name) || ns.Name == ownNamespace {
 		return "namespace " + ns.Name + " is never injected"
 	}
-	switch pod.Labels[labels.Inject] {
-	case labels.InjectDisabled:
-		return "pod opted out (" + labels.Inject + "=" + labels.InjectDisabled + ")"
-	case labels.InjectEnabled:
+	switch pod.Labels[contract.Inject] {
+	case contract.InjectDisabled:
+		return "pod opted out (" + contract.Inject + "=" + contract.InjectDisabled + ")"
+	case contract.InjectEnabled:
 	default:
-		if ns.Labels[labels.Inject] != labels.InjectEnabled {
+		if ns.Labels[contract.Inject] != contract.InjectEnabled {
 			return "neither the pod nor its namespace opted in"
 		}
 	}
-	if _, ok := pod.Annotations[labels.Status]; ok || hasContainer(pod, AgentContainer) {
+	if _, ok := pod.Annotations[contract.Status]; ok || hasContainer(pod, AgentContainer) {
 		return "already injected"
 	}
 	return ""
@@ -169,43 +159,43 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 	}
 	baseLease, err := leaseName(pod)
 	if err != nil {
-		errs = append(errs, field.Required(annotations.Key(labels.Lease), err.Error()))
+		errs = append(errs, field.Required(annotations.Key(contract.Lease), err.Error()))
 	} else if msgs := validation.IsDNS1123Subdomain(baseLease); len(msgs) > 0 {
-		errs = append(errs, field.Invalid(annotations.Key(labels.Lease), baseLease, "must be a valid Lease name: "+msgs[0]))
+		errs = append(errs, field.Invalid(annotations.Key(contract.Lease), baseLease, "must be a valid Lease name: "+msgs[0]))
 	}
 	podDefaults, timingErrs := podTiming(pod.Annotations, annotations)
 	errs = append(errs, timingErrs...)
 
-	if value, ok := pod.Annotations[labels.Elections]; ok {
+	if value, ok := pod.Annotations[contract.Elections]; ok {
 		p.multi = true
-		for _, key := range []string{labels.Readiness, labels.Start} {
+		for _, key := range []string{contract.Readiness, contract.Start} {
 			if _, set := pod.Annotations[key]; set {
 				errs = append(errs, field.Forbidden(annotations.Key(key), fmt.Sprintf(
 					"with %s, set %s on one election instead: a pod with several elections decides it per election",
-					labels.Elections, strings.TrimPrefix(key, "leasegate.io/"))))
+					contract.Elections, strings.TrimPrefix(key, "leasegate.io/"))))
 			}
 		}
 		var electionErrs field.ErrorList
-		p.elections, electionErrs = planElections(value, baseLease, podDefaults, cfg.Election.Timing(), p.margin, annotations.Key(labels.Elections))
+		p.elections, electionErrs = planElections(value, baseLease, podDefaults, cfg.Election.Timing(), p.margin, annotations.Key(contract.Elections))
 		errs = append(errs, electionErrs...)
 	} else {
-		e := election{name: baseLease, lease: baseLease, readiness: readinessHealth, start: startImmediate}
+		e := election{name: baseLease, lease: baseLease, readiness: contract.ReadinessHealth, start: contract.StartImmediate}
 		if len(timingErrs) == 0 {
 			var settleErrs field.ErrorList
 			e.timing, settleErrs = settleTiming(podDefaults, cfg.Election.Timing(), p.margin, func(f lease.TimingField) *field.Path {
 				return annotations.Key(timingFields[f].annotation)
-			}, annotations.Key(labels.Takeover))
+			}, annotations.Key(contract.Takeover))
 			errs = append(errs, settleErrs...)
 		}
-		if v, ok := pod.Annotations[labels.Readiness]; ok {
-			if v != readinessHealth && v != readinessLeader {
-				errs = append(errs, field.NotSupported(annotations.Key(labels.Readiness), v, []string{readinessHealth, readinessLeader}))
+		if v, ok := pod.Annotations[contract.Readiness]; ok {
+			if v != contract.ReadinessHealth && v != contract.ReadinessLeader {
+				errs = append(errs, field.NotSupported(annotations.Key(contract.Readiness), v, []string{contract.ReadinessHealth, contract.ReadinessLeader}))
 			}
 			e.readiness = v
 		}
-		if v, ok := pod.Annotations[labels.Start]; ok {
-			if v != startImmediate && v != startLeader {
-				errs = append(errs, field.NotSupported(annotations.Key(labels.Start), v, []string{startImmediate, startLeader}))
+		if v, ok := pod.Annotations[contract.Start]; ok {
+			if v != contract.StartImmediate && v != contract.StartLeader {
+				errs = append(errs, field.NotSupported(annotations.Key(contract.Start), v, []string{contract.StartImmediate, contract.StartLeader}))
 			}
 			e.start = v
 		}
@@ -218,24 +208,24 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 	case config.NativeSidecarAuto:
 		p.native = opts.Caps.NativeSidecars
 	}
-	switch v := pod.Annotations[labels.OnLoss]; v {
-	case "", onLossKeep:
-	case onLossRestart:
+	switch v := pod.Annotations[contract.OnLoss]; v {
+	case "", contract.OnLossKeep:
+	case contract.OnLossRestart:
 		p.restartOnLoss = true
-		if !p.multi && pod.Annotations[labels.Start] == "" {
-			p.elections[0].start = startLeader // restart implies start: leader
+		if !p.multi && pod.Annotations[contract.Start] == "" {
+			p.elections[0].start = contract.StartLeader // restart implies start: leader
 		}
 		if p.startElection() == nil {
-			errs = append(errs, field.Forbidden(annotations.Key(labels.OnLoss),
+			errs = append(errs, field.Forbidden(annotations.Key(contract.OnLoss),
 				"on-loss: restart brings the pod back as a follower that waits to lead: it needs start: leader (on one election, with several)"))
 		}
 	default:
-		errs = append(errs, field.NotSupported(annotations.Key(labels.OnLoss), v, []string{onLossKeep, onLossRestart}))
+		errs = append(errs, field.NotSupported(annotations.Key(contract.OnLoss), v, []string{contract.OnLossKeep, contract.OnLossRestart}))
 	}
 	if p.startElection() != nil && !p.native {
-		key := labels.Start
+		key := contract.Start
 		if p.multi {
-			key = labels.Elections
+			key = contract.Elections
 		}
 		errs = append(errs, field.Forbidden(annotations.Key(key),
 			"start: leader needs the agent as a native sidecar (Kubernetes 1.29+ and agent.nativeSidecar auto or always in leasegate-config)"))
@@ -262,8 +252,8 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 // duration the CRD admits: it is the global backend's TTL, in whole seconds of at least
 // v1alpha1.MinLeaseDurationSeconds.
 func planLeaseKind(podAnnotations map[string]string, p *plan, caps Capabilities, annotations *field.Path) (bool, field.ErrorList) {
-	path := annotations.Key(labels.LeaseKind)
-	switch v, ok := podAnnotations[labels.LeaseKind]; {
+	path := annotations.Key(contract.LeaseKind)
+	switch v, ok := podAnnotations[contract.LeaseKind]; {
 	case !ok || v == config.LeaseKindLease:
 		return false, nil
 	case v != config.LeaseKindMultiClusterLease:
@@ -277,9 +267,9 @@ func planLeaseKind(podAnnotations map[string]string, p *plan, caps Capabilities,
 	shortest := time.Duration(v1alpha1.MinLeaseDurationSeconds) * time.Second
 	for _, e := range p.elections {
 		if e.timing.LeaseDuration < shortest {
-			where := annotations.Key(labels.LeaseDuration)
+			where := annotations.Key(contract.LeaseDuration)
 			if p.multi {
-				where = annotations.Key(labels.Elections).Child(e.name, "leaseDuration")
+				where = annotations.Key(contract.Elections).Child(e.name, "leaseDuration")
 			}
 			errs = append(errs, field.Invalid(where, e.timing.LeaseDuration.String(), fmt.Sprintf(
 				"a MultiClusterLease's lease duration is the global backend's TTL and must be at least %s; set it (or a takeover objective of at least %s plus the clock skew margin)",
@@ -309,7 +299,7 @@ func freePort(pod *corev1.Pod, want int32) int32 {
 // startElection is the election whose leadership the app containers wait for (start: leader), or nil.
 func (p *plan) startElection() *election {
 	for i := range p.elections {
-		if p.elections[i].start == startLeader {
+		if p.elections[i].start == contract.StartLeader {
 			return &p.elections[i]
 		}
 	}
@@ -324,9 +314,9 @@ func (p *plan) apply(pod *corev1.Pod) {
 			appEnv = append(appEnv, corev1.EnvVar{Name: envName(e.name), Value: e.lease})
 		}
 	} else {
-		appEnv = append(appEnv, corev1.EnvVar{Name: "LEASEGATE_LEASE", Value: p.elections[0].lease})
+		appEnv = append(appEnv, corev1.EnvVar{Name: contract.EnvLease, Value: p.elections[0].lease})
 	}
-	appEnv = append(appEnv, corev1.EnvVar{Name: "LEASEGATE_AGENT_URL", Value: agentURL})
+	appEnv = append(appEnv, corev1.EnvVar{Name: contract.EnvAgentURL, Value: agentURL})
 	for i := range pod.Spec.Containers {
 		addEnv(&pod.Spec.Containers[i], appEnv)
 	}
@@ -375,11 +365,11 @@ func (p *plan) apply(pod *corev1.Pod) {
 	if pod.Annotations == nil {
 		pod.Annotations = map[string]string{}
 	}
-	pod.Annotations[labels.Status] = string(status)
+	pod.Annotations[contract.Status] = string(status)
 	if pod.Labels == nil {
 		pod.Labels = map[string]string{}
 	}
-	pod.Labels[labels.Injected] = "true"
+	pod.Labels[contract.Injected] = "true"
 }
 
 // container is the agent container.
@@ -394,7 +384,7 @@ func (p *plan) container() corev1.Container {
 		}
 	}
 	readinessPeriod := int32(5)
-	if slices.ContainsFunc(p.elections, func(e election) bool { return e.readiness == readinessLeader }) {
+	if slices.ContainsFunc(p.elections, func(e election) bool { return e.readiness == contract.ReadinessLeader }) {
 		// Endpoints follow leadership: probe often, so a Service points at the new leader quickly.
 		readinessPeriod = 1
 	}
@@ -435,20 +425,20 @@ func (p *plan) container() corev1.Container {
 // LEASEGATE_ELECTIONS), the clock skew margin the fence uses too, and the port.
 func (p *plan) agentEnv() []corev1.EnvVar {
 	env := append(downwardEnv(), p.electionEnv()...)
-	env = append(env, corev1.EnvVar{Name: "LEASEGATE_CLOCK_SKEW_MARGIN", Value: p.margin.String()})
+	env = append(env, corev1.EnvVar{Name: contract.EnvClockSkewMargin, Value: p.margin.String()})
 	if p.multiCluster {
-		env = append(env, corev1.EnvVar{Name: "LEASEGATE_LEASE_KIND", Value: config.LeaseKindMultiClusterLease})
+		env = append(env, corev1.EnvVar{Name: contract.EnvLeaseKind, Value: config.LeaseKindMultiClusterLease})
 	}
 	if !p.multi {
-		env = append(env, corev1.EnvVar{Name: "LEASEGATE_READINESS", Value: p.elections[0].readiness})
+		env = append(env, corev1.EnvVar{Name: contract.EnvReadiness, Value: p.elections[0].readiness})
 	}
 	if p.restartOnLoss {
-		env = append(env, corev1.EnvVar{Name: "LEASEGATE_ON_LOSS", Value: onLossRestart})
+		env = append(env, corev1.EnvVar{Name: contract.EnvOnLoss, Value: contract.OnLossRestart})
 		if p.multi {
-			env = append(env, corev1.EnvVar{Name: "LEASEGATE_ON_LOSS_ELECTION", Value: p.startElection().name})
+			env = append(env, corev1.EnvVar{Name: contract.EnvOnLossElection, Value: p.startElection().name})
 		}
 	}
-	return append(env, corev1.EnvVar{Name: "LEASEGATE_LISTEN", Value: ":" + strconv.Itoa(int(p.port))})
+	return append(env, corev1.EnvVar{Name: contract.EnvListen, Value: ":" + strconv.Itoa(int(p.port))})
 }
 
 // electionEnv is what to elect on: one lease and its timing, or LEASEGATE_ELECTIONS.
@@ -457,19 +447,19 @@ func (p *plan) electionEnv() []corev1.EnvVar {
 		specs := make([]lease.ElectionSpec, len(p.elections))
 		for i, e := range p.elections {
 			readiness := ""
-			if e.readiness == readinessLeader {
-				readiness = readinessLeader
+			if e.readiness == contract.ReadinessLeader {
+				readiness = contract.ReadinessLeader
 			}
 			specs[i] = lease.NewElectionSpec(e.name, e.lease, e.timing, readiness)
 		}
-		return []corev1.EnvVar{{Name: "LEASEGATE_ELECTIONS", Value: lease.EncodeElections(specs)}}
+		return []corev1.EnvVar{{Name: contract.EnvElections, Value: lease.EncodeElections(specs)}}
 	}
 	e := p.elections[0]
 	return []corev1.EnvVar{
-		{Name: "LEASEGATE_LEASE", Value: e.lease},
-		{Name: "LEASEGATE_LEASE_DURATION", Value: e.timing.LeaseDuration.String()},
-		{Name: "LEASEGATE_RENEW_DEADLINE", Value: e.timing.RenewDeadline.String()},
-		{Name: "LEASEGATE_RETRY_PERIOD", Value: e.timing.RetryPeriod.String()},
+		{Name: contract.EnvLease, Value: e.lease},
+		{Name: contract.EnvLeaseDuration, Value: e.timing.LeaseDuration.String()},
+		{Name: contract.EnvRenewDeadline, Value: e.timing.RenewDeadline.String()},
+		{Name: contract.EnvRetryPeriod, Value: e.timing.RetryPeriod.String()},
 	}
 }
 
@@ -479,9 +469,9 @@ func downwardEnv() []corev1.EnvVar {
 		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}}
 	}
 	return []corev1.EnvVar{
-		field("POD_NAME", "metadata.name"),
-		field("POD_NAMESPACE", "metadata.namespace"),
-		field("POD_UID", "metadata.uid"),
+		field(contract.EnvPodName, "metadata.name"),
+		field(contract.EnvPodNamespace, "metadata.namespace"),
+		field(contract.EnvPodUID, "metadata.uid"),
 	}
 }
 

@@ -12,8 +12,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/golden"
-	"github.com/leasegate/leasegate/internal/labels"
 )
 
 // update rewrites the golden files from the current code: go test ./internal/inject -update
@@ -74,9 +74,9 @@ const testConfig = "agent:\n  image: registry.example/leasegate-agent:test\n"
 
 // namespaces of the inputs: "shop" opted in, the others not.
 var namespaces = map[string]map[string]string{
-	"shop":        {labels.Inject: labels.InjectEnabled},
+	"shop":        {contract.Inject: contract.InjectEnabled},
 	"plain":       nil,
-	"kube-system": {labels.Inject: labels.InjectEnabled},
+	"kube-system": {contract.Inject: contract.InjectEnabled},
 }
 
 func TestInjectGolden(t *testing.T) {

@@ -9,7 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -39,7 +39,7 @@ func (r *LeaderlessReporter) Start(ctx context.Context) error {
 		case <-ticker.C:
 		}
 		var leases coordinationv1.LeaseList
-		if err := r.Client.List(ctx, &leases, client.MatchingLabels{labels.Managed: "true"}); err != nil {
+		if err := r.Client.List(ctx, &leases, client.MatchingLabels{contract.Managed: "true"}); err != nil {
 			continue // the cache is starting; the next tick tries again
 		}
 		free := leaderless(leases.Items, time.Now(), r.Config.Current().Election.ClockSkewMargin.Duration)

@@ -8,7 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // cronJobSuffix is what the CronJob controller appends to a Job's name: the scheduled time in minutes
@@ -19,7 +19,7 @@ var cronJobSuffix = regexp.MustCompile(`-[0-9]{8,}$`)
 // the pod, else its app.kubernetes.io/name label, else the pod's own name. It is derived from the pod
 // alone, with no API call: replicas of one workload must agree on it, and admission must stay fast.
 func leaseName(pod *corev1.Pod) (string, error) {
-	if name := pod.Annotations[labels.Lease]; name != "" {
+	if name := pod.Annotations[contract.Lease]; name != "" {
 		return name, nil
 	}
 	if owner := metav1.GetControllerOf(pod); owner != nil {

@@ -23,7 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -61,7 +61,7 @@ func lockOf(key string) lock {
 
 // object is the lock's API object, labelled as leasegate's.
 func (l lock) object(namespace string) client.Object {
-	meta := metav1.ObjectMeta{Namespace: namespace, Name: l.name, Labels: map[string]string{labels.Managed: "true"}}
+	meta := metav1.ObjectMeta{Namespace: namespace, Name: l.name, Labels: map[string]string{contract.Managed: "true"}}
 	if l.multiCluster {
 		return &v1alpha1.MultiClusterLease{ObjectMeta: meta}
 	}
@@ -127,7 +127,7 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: name}}}
 		})
 	}
-	managed := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[labels.Managed] == "true" })
+	managed := predicate.NewPredicateFuncs(func(o client.Object) bool { return o.GetLabels()[contract.Managed] == "true" })
 	// A pod's lease and service account never change, and kubelet updates pod status often: only a
 	// pod's arrival and departure matter. Agents renew leases every retry period: only a deleted
 	// Lease matters. Roles and RoleBindings change only when someone edits them, which we undo.
@@ -187,7 +187,7 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 }
 
 func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) error {
-	managed := map[string]string{labels.Managed: "true"}
+	managed := map[string]string{contract.Managed: "true"}
 	if err := p.Client.Create(ctx, l.object(namespace)); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
@@ -225,7 +225,7 @@ func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) erro
 		} else if err != nil {
 			return err
 		}
-		if obj.GetLabels()[labels.Managed] != "true" {
+		if obj.GetLabels()[contract.Managed] != "true" {
 			continue
 		}
 		if err := p.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
@@ -258,7 +258,7 @@ func (s Status) LeaseNames() []string {
 // StatusOf reads an injected pod's status annotation; the zero Status for any other pod.
 func StatusOf(pod *corev1.Pod) Status {
 	var s Status
-	_ = json.Unmarshal([]byte(pod.Annotations[labels.Status]), &s)
+	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)
 	return s
 }
 

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 func TestLocksOf(t *testing.T) {
@@ -26,7 +26,7 @@ func TestLocksOf(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{labels.Status: tt.status}}}
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.Status: tt.status}}}
 			got := locksOf(pod)
 			if len(got) != len(tt.want) {
 				t.Fatalf("locksOf() = %v, want %v", got, tt.want)
@@ -79,7 +79,7 @@ func TestLockRule(t *testing.T) {
 			}
 			obj := tt.lock.object("shop")
 			_, isLease := obj.(*coordinationv1.Lease)
-			if isLease != tt.objectIsLeaseKind || obj.GetLabels()[labels.Managed] != "true" || obj.GetName() != "orders" {
+			if isLease != tt.objectIsLeaseKind || obj.GetLabels()[contract.Managed] != "true" || obj.GetName() != "orders" {
 				t.Errorf("object() = %T %s %v, want a managed %s named orders", obj, obj.GetName(), obj.GetLabels(), tt.resource)
 			}
 		})

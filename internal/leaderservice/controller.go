@@ -21,7 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // fieldOwner is the field manager of leasegate's writes.
@@ -30,7 +30,7 @@ const fieldOwner = "leasegate"
 // OptedIn selects the Services the manager caches: those opted in, and their companions (which carry the
 // same label, so that one cache holds both).
 func OptedIn() k8slabels.Selector {
-	r, _ := k8slabels.NewRequirement(labels.LeaderLease, selection.Exists, nil)
+	r, _ := k8slabels.NewRequirement(contract.LeaderLease, selection.Exists, nil)
 	return k8slabels.NewSelector().Add(*r)
 }
 
@@ -52,7 +52,7 @@ type Reconciler struct {
 func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	// A Service maps to itself, a companion or slice to the Service it follows.
 	toFollowed := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-		name := o.GetLabels()[labels.LeaderOf]
+		name := o.GetLabels()[contract.LeaderOf]
 		if name == "" {
 			name = o.GetName()
 		}
@@ -65,7 +65,7 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			services := &corev1.ServiceList{}
 			match := client.MatchingLabelsSelector{Selector: OptedIn()}
 			if byLease {
-				match = client.MatchingLabelsSelector{Selector: k8slabels.SelectorFromSet(k8slabels.Set{labels.LeaderLease: o.GetName()})}
+				match = client.MatchingLabelsSelector{Selector: k8slabels.SelectorFromSet(k8slabels.Set{contract.LeaderLease: o.GetName()})}
 			}
 			if err := r.Client.List(ctx, services, client.InNamespace(o.GetNamespace()), match); err != nil {
 				log.FromContext(ctx).Error(err, "Listing leader Services")
@@ -111,7 +111,7 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 
 	now := time.Now()
 	var l *coordinationv1.Lease
-	if found := (&coordinationv1.Lease{}); r.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Labels[labels.LeaderLease]}, found) == nil {
+	if found := (&coordinationv1.Lease{}); r.Client.Get(ctx, types.NamespacedName{Namespace: svc.Namespace, Name: svc.Labels[contract.LeaderLease]}, found) == nil {
 		l = found
 	}
 	holder, recheck, why := Holder(l, func(name string) *corev1.Pod {
@@ -143,7 +143,7 @@ func (r *Reconciler) applyCompanion(ctx context.Context, want *corev1.Service) (
 		return want, r.Client.Create(ctx, want, client.FieldOwner(fieldOwner))
 	case err != nil:
 		return nil, err
-	case !IsCompanion(current) || current.Labels[labels.LeaderOf] != want.Labels[labels.LeaderOf]:
+	case !IsCompanion(current) || current.Labels[contract.LeaderOf] != want.Labels[contract.LeaderOf]:
 		return nil, fmt.Errorf("a Service of that name exists and is not leasegate's: rename it or the opted-in Service")
 	}
 	if apiequality.Semantic.DeepEqual(current.Labels, want.Labels) && apiequality.Semantic.DeepEqual(current.OwnerReferences, want.OwnerReferences) &&
@@ -201,7 +201,7 @@ func (r *Reconciler) removeCompanion(ctx context.Context, followed types.Namespa
 	if err := r.Client.Get(ctx, key, companion); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if companion.Labels[labels.LeaderOf] != followed.Name {
+	if companion.Labels[contract.LeaderOf] != followed.Name {
 		return nil
 	}
 	if err := r.Client.Delete(ctx, companion); client.IgnoreNotFound(err) != nil {

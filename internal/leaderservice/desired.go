@@ -26,7 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -41,15 +41,15 @@ const (
 func CompanionName(service string) string { return service + Suffix }
 
 // IsCompanion reports whether svc is a companion leasegate keeps (it carries leasegate.io/leader-of).
-func IsCompanion(svc *corev1.Service) bool { return svc.Labels[labels.LeaderOf] != "" }
+func IsCompanion(svc *corev1.Service) bool { return svc.Labels[contract.LeaderOf] != "" }
 
 // Companion returns the companion Service of svc, opted in by leasegate.io/leader-lease: same ports, no
 // selector, owned by svc (so deleting svc deletes it). The error names the label or field and the fix.
 func Companion(svc *corev1.Service) (*corev1.Service, error) {
-	leaseName := svc.Labels[labels.LeaderLease]
+	leaseName := svc.Labels[contract.LeaderLease]
 	var problems []string
 	if errs := validation.IsDNS1123Subdomain(leaseName); len(errs) > 0 {
-		problems = append(problems, fmt.Sprintf("label %s=%q is not a Lease name (%s): set it to the lease the pods elect on, as leasegate.io/lease names it", labels.LeaderLease, leaseName, strings.Join(errs, "; ")))
+		problems = append(problems, fmt.Sprintf("label %s=%q is not a Lease name (%s): set it to the lease the pods elect on, as leasegate.io/lease names it", contract.LeaderLease, leaseName, strings.Join(errs, "; ")))
 	}
 	name := CompanionName(svc.Name)
 	if errs := validation.IsDNS1035Label(name); len(errs) > 0 {
@@ -67,7 +67,7 @@ func Companion(svc *corev1.Service) (*corev1.Service, error) {
 	companion := &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Namespace: svc.Namespace, Name: name,
-			Labels: map[string]string{labels.LeaderLease: leaseName, labels.LeaderOf: svc.Name, labels.Managed: "true"},
+			Labels: map[string]string{contract.LeaderLease: leaseName, contract.LeaderOf: svc.Name, contract.Managed: "true"},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Service", Name: svc.Name, UID: svc.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 			}},
@@ -103,7 +103,7 @@ func Holder(l *coordinationv1.Lease, pods func(name string) *corev1.Pod, svc *co
 	switch {
 	case pod == nil:
 		return nil, j.ExpiresAt, "the holder's pod " + podName + " is not an injected pod of this namespace"
-	case l.Labels[labels.Managed] == "true" && string(pod.UID) != rest:
+	case l.Labels[contract.Managed] == "true" && string(pod.UID) != rest:
 		// On leases leasegate manages the identity is <pod>_<uid>: a recreated pod of the same name is
 		// not the holder.
 		return nil, j.ExpiresAt, "the holder names an earlier pod called " + podName
@@ -127,7 +127,7 @@ func Slice(svc, companion *corev1.Service, holder *corev1.Pod) *discoveryv1.Endp
 			Labels: map[string]string{
 				discoveryv1.LabelServiceName: companion.Name,
 				discoveryv1.LabelManagedBy:   ManagedBy,
-				labels.LeaderOf:              svc.Name,
+				contract.LeaderOf:            svc.Name,
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "v1", Kind: "Service", Name: companion.Name, UID: companion.UID, Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),

@@ -13,14 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 var now = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 
 func service(mutate ...func(*corev1.Service)) *corev1.Service {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "svc-uid", Labels: map[string]string{labels.LeaderLease: "orders"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", UID: "svc-uid", Labels: map[string]string{contract.LeaderLease: "orders"}},
 		Spec: corev1.ServiceSpec{
 			Selector: map[string]string{"app": "orders"},
 			Ports: []corev1.ServicePort{
@@ -55,7 +55,7 @@ func pod(name, uid string, mutate ...func(*corev1.Pod)) *corev1.Pod {
 
 func heldBy(holder string, renewedAgo time.Duration) *coordinationv1.Lease {
 	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Labels: map[string]string{labels.Managed: "true"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Labels: map[string]string{contract.Managed: "true"}},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime: &metav1.MicroTime{Time: now.Add(-renewedAgo)},
@@ -152,7 +152,7 @@ func TestCompanion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got.Name != "orders-leader" || got.Spec.Selector != nil || len(got.Spec.Ports) != 3 || got.Labels[labels.LeaderOf] != "orders" ||
+	if got.Name != "orders-leader" || got.Spec.Selector != nil || len(got.Spec.Ports) != 3 || got.Labels[contract.LeaderOf] != "orders" ||
 		got.OwnerReferences[0].UID != "svc-uid" || !*got.OwnerReferences[0].Controller {
 		t.Errorf("companion %+v: want orders-leader, without selector, the three ports, owned by orders", got)
 	}
@@ -161,7 +161,7 @@ func TestCompanion(t *testing.T) {
 		svc     *corev1.Service
 		wantErr string
 	}{
-		{"a label that is no lease name", service(func(s *corev1.Service) { s.Labels[labels.LeaderLease] = "Orders_1" }), "label leasegate.io/leader-lease=\"Orders_1\" is not a Lease name"},
+		{"a label that is no lease name", service(func(s *corev1.Service) { s.Labels[contract.LeaderLease] = "Orders_1" }), "label leasegate.io/leader-lease=\"Orders_1\" is not a Lease name"},
 		{"a name too long for its companion", service(func(s *corev1.Service) { s.Name = strings.Repeat("o", 60) }), "shorten the Service's name to at most 56 characters"},
 		{"no selector", service(func(s *corev1.Service) { s.Spec.Selector = nil }), "spec.selector is empty"},
 		{"a headless Service", service(func(s *corev1.Service) { s.Spec.ClusterIP = corev1.ClusterIPNone }), "headless"},

@@ -16,7 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // memStore is a Store over one in-memory Lease, as the API server keeps it: every write a
@@ -342,9 +342,9 @@ func TestElectorHandsOver(t *testing.T) {
 			settle()
 
 			store.write(t, func(l *coordinationv1.Lease) {
-				metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, "a-0_ua")
+				metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, "a-0_ua")
 				if tc.to != "" {
-					metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverTo, tc.to)
+					metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverTo, tc.to)
 				}
 			})
 			eventually(t, "another candidate takes the lease, the clock standing still", func() bool {
@@ -373,8 +373,8 @@ func TestElectorHandoverBarsOthersUntilTheReleasedLeaseWouldExpire(t *testing.T)
 	settle()
 	// The named target, c-0, runs no agent: it never takes the lease.
 	store.write(t, func(l *coordinationv1.Lease) {
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, "a-0_ua")
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverTo, "c-0")
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, "a-0_ua")
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverTo, "c-0")
 	})
 	eventually(t, "a releases", func() bool { return holderOf(store.current()) == "" })
 	clock.Step(4*time.Second - time.Millisecond)

@@ -5,7 +5,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // Handover is a planned step-down recorded on a Lease (kubectl leasegate handover): the holder named From
@@ -23,8 +23,8 @@ func HandoverOf(l *coordinationv1.Lease) (h Handover, ok bool) {
 	if l == nil {
 		return Handover{}, false
 	}
-	h.From = l.Annotations[labels.HandoverFrom]
-	h.To = l.Annotations[labels.HandoverTo]
+	h.From = l.Annotations[contract.HandoverFrom]
+	h.To = l.Annotations[contract.HandoverTo]
 	return h, h.From != ""
 }
 
@@ -54,6 +54,6 @@ func (h Handover) Bars(j Judgement, released *coordinationv1.LeaseSpec, identity
 
 // ClearHandover removes a handover request from a lease about to be written.
 func ClearHandover(l *coordinationv1.Lease) {
-	delete(l.Annotations, labels.HandoverFrom)
-	delete(l.Annotations, labels.HandoverTo)
+	delete(l.Annotations, contract.HandoverFrom)
+	delete(l.Annotations, contract.HandoverTo)
 }

@@ -7,16 +7,16 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 func TestHandoverBars(t *testing.T) {
 	// released is the lease as its holder a-0 left it when asked to hand over: empty holder, its
 	// 15 s duration kept, renewTime the instant of the release.
 	released := func(to string) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{labels.HandoverFrom: "a-0_uid-a"}}}
+		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a"}}}
 		if to != "" {
-			l.Annotations[labels.HandoverTo] = to
+			l.Annotations[contract.HandoverTo] = to
 		}
 		l.Spec = *spec("", 15)
 		return l
@@ -56,7 +56,7 @@ func TestHandoverBars(t *testing.T) {
 }
 
 func TestHandoverAsksToStepDown(t *testing.T) {
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{labels.HandoverFrom: "a-0_uid-a", labels.HandoverTo: "c-0"}}}
+	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a", contract.HandoverTo: "c-0"}}}
 	h, ok := HandoverOf(l)
 	if !ok || !h.AsksToStepDown("a-0_uid-a") || h.AsksToStepDown("a-0_uid-other") || h.To != "c-0" {
 		t.Fatalf("HandoverOf = %+v, %v: want a request from a-0_uid-a (and only that incarnation) to c-0", h, ok)

@@ -17,6 +17,10 @@ type Timing struct {
 	RetryPeriod time.Duration
 }
 
+// DefaultClockSkewMargin is the clock skew margin the fence judges leases with unless leasegate-config
+// says otherwise, and so also an agent's, injected or run by hand: the two must judge expiry alike.
+const DefaultClockSkewMargin = time.Second
+
 // DefaultTiming is client-go's and controller-runtime's default, which most operators already know.
 var DefaultTiming = Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 

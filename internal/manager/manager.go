@@ -31,8 +31,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
-	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	"github.com/leasegate/leasegate/internal/validate"
@@ -108,7 +108,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return err
 	}
 
-	managed := k8slabels.SelectorFromSet(k8slabels.Set{labels.Managed: "true"})
+	managed := k8slabels.SelectorFromSet(k8slabels.Set{contract.Managed: "true"})
 	tlsOpts := []func(*tls.Config){func(c *tls.Config) { c.MinVersion = tls.VersionTLS12 }}
 	if !opts.EnableHTTP2 {
 		// HTTP/2 stream multiplexing has had denial-of-service flaws (CVE-2023-44487, CVE-2023-39325);
@@ -130,7 +130,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		LeaderElectionReleaseOnCancel: true,
 		// Cache only what leasegate looks at: injected pods, what it provisions, its own ConfigMap.
 		Cache: cache.Options{ByObject: map[client.Object]cache.ByObject{
-			&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{labels.Injected: "true"})},
+			&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"})},
 			&rbacv1.Role{}:          {Label: managed},
 			&rbacv1.RoleBinding{}:   {Label: managed},
 			&coordinationv1.Lease{}: {Label: managed},

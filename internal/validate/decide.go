@@ -9,7 +9,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -279,7 +279,7 @@ func (p *Policy) decideMultiCluster(g *guard, v Verdict, podName, podUID string,
 // controllers that run their own election, by default client-go's "<hostname>_<random UUID>" with the
 // pod name as hostname, and match by pod name.
 func defaultHolderFormat(l *coordinationv1.Lease) *lease.HolderFormat {
-	if l.Labels[labels.Managed] == "true" {
+	if l.Labels[contract.Managed] == "true" {
 		return lease.AgentFormat
 	}
 	return lease.ClientGoFormat

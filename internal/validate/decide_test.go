@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -79,7 +79,7 @@ func heldLease(namespace, name, holder string, renewedAgo time.Duration, managed
 		},
 	}
 	if managed {
-		l.Labels = map[string]string{labels.Managed: "true"}
+		l.Labels = map[string]string{contract.Managed: "true"}
 	}
 	return l
 }
@@ -329,8 +329,8 @@ func TestDecideLeaseWrite(t *testing.T) {
 // handover is l with a request that its holder orders-a_uid-a hands over to pod to.
 func handover(l *coordinationv1.Lease, to string) *coordinationv1.Lease {
 	l = l.DeepCopy()
-	metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, "orders-a_uid-a")
-	metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverTo, to)
+	metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, "orders-a_uid-a")
+	metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverTo, to)
 	return l
 }
 

@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/admissionfuzz"
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // fixedLeases are the test leases as the fence reads them; they follow no guards.
@@ -30,11 +30,11 @@ func (fixedLeases) Watch([]LeaseRef) {}
 func fuzzFence(f *testing.F) *Fence {
 	restarting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "shop", Name: "orders-a", UID: "uid-a",
-		Labels:      map[string]string{labels.Injected: "true"},
-		Annotations: map[string]string{labels.Status: `{"lease":"orders","restartOnLoss":"orders"}`},
+		Labels:      map[string]string{contract.Injected: "true"},
+		Annotations: map[string]string{contract.Status: `{"lease":"orders","restartOnLoss":"orders"}`},
 	}}
 	companion := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "shop", Name: "orders-leader", Labels: map[string]string{labels.LeaderLease: "orders", labels.LeaderOf: "orders"},
+		Namespace: "shop", Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders"},
 	}}
 	fence := &Fence{
 		Leases:       fixedLeases{leases},

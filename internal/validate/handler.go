@@ -20,8 +20,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
-	"github.com/leasegate/leasegate/internal/labels"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -170,11 +170,11 @@ func (f *Fence) LeaderEndpoints() admission.Handler {
 			}
 			service := slice.Labels[discoveryv1.LabelServiceName]
 			leaderService = service != "" && f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: service}, companion) == nil &&
-				companion.Labels[labels.LeaderOf] != ""
+				companion.Labels[contract.LeaderOf] != ""
 		}
 		v := f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
 		if leaderService {
-			v.LeaseNamespace, v.LeaseName = req.Namespace, companion.Labels[labels.LeaderLease]
+			v.LeaseNamespace, v.LeaseName = req.Namespace, companion.Labels[contract.LeaderLease]
 			if l := (&coordinationv1.Lease{}); f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: v.LeaseName}, l) == nil {
 				v.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			}

@@ -21,7 +21,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/test/framework"
 )
@@ -97,7 +97,7 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 		return err
 	}
 	bad := workerPod(timing)
-	bad.Annotations[labels.RenewDeadline] = "1h"
+	bad.Annotations[contract.RenewDeadline] = "1h"
 	_, err = cp.Client.CoreV1().Pods(namespace).Create(ctx, bad, metav1.CreateOptions{})
 	say("a pod with leasegate.io/renew-deadline: 1h is refused:\n          Error from server (Forbidden): %v", err)
 
@@ -112,7 +112,7 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 		}
 		agent := pod.Spec.InitContainers[0]
 		say("%s admitted: %s is a native sidecar (restartPolicy %s), status %s", pod.Name, agent.Name,
-			*agent.RestartPolicy, pod.Annotations[labels.Status])
+			*agent.RestartPolicy, pod.Annotations[contract.Status])
 		identity, err := cp.PodIdentity(ctx, pod, dir, "")
 		if err != nil {
 			return err
@@ -254,7 +254,7 @@ func showFence(ctx context.Context, cp *framework.ControlPlane, election *framew
 
 func createNamespace(ctx context.Context, cp *framework.ControlPlane) error {
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
-		Name: namespace, Labels: map[string]string{labels.Inject: labels.InjectEnabled},
+		Name: namespace, Labels: map[string]string{contract.Inject: contract.InjectEnabled},
 	}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -273,9 +273,9 @@ func workerPod(timing lease.Timing) *corev1.Pod {
 			GenerateName: workload + "-5d8f7c9b4-",
 			Labels:       map[string]string{"app.kubernetes.io/name": workload, "pod-template-hash": "5d8f7c9b4"},
 			Annotations: map[string]string{
-				labels.LeaseDuration: timing.LeaseDuration.String(),
-				labels.RenewDeadline: timing.RenewDeadline.String(),
-				labels.RetryPeriod:   timing.RetryPeriod.String(),
+				contract.LeaseDuration: timing.LeaseDuration.String(),
+				contract.RenewDeadline: timing.RenewDeadline.String(),
+				contract.RetryPeriod:   timing.RetryPeriod.String(),
 			},
 			OwnerReferences: []metav1.OwnerReference{{
 				APIVersion: "apps/v1", Kind: "ReplicaSet", Name: workload + "-5d8f7c9b4",

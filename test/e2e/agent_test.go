@@ -195,7 +195,7 @@ var _ = Describe("The leader agent", func() {
 		Expect(leader.Logs()).To(ContainSubstring("Released the lease"))
 	})
 
-	It("lets a follower take over within lease duration + retry period when the leader is killed", func(ctx SpecContext) {
+	It("lets a follower take over within lease duration + clock skew margin when the leader is killed", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
@@ -204,7 +204,9 @@ var _ = Describe("The leader agent", func() {
 		Expect(leader.Signal(syscall.SIGKILL)).To(Succeed())
 		_, takeover := timeUntilOneLeads(others(agents, leader), killed, 10*time.Second)
 		GinkgoWriter.Printf("crash takeover took %s\n", takeover)
-		Expect(takeover).To(BeNumerically("<=", fastTiming.LeaseDuration+fastTiming.RetryPeriod))
+		// The follower's timer fires at the lease's expiry as the fence judges it (an agent run by hand
+		// has the fence's default margin); the kill comes after the last renewal, plus one write to take it.
+		Expect(takeover).To(BeNumerically("<=", fastTiming.LeaseDuration+lease.DefaultClockSkewMargin+250*time.Millisecond))
 		Expect(getLease(ctx, ns).Spec.LeaseTransitions).To(HaveValue(BeEquivalentTo(1)), "one change of holder since the lease was created")
 	})
 

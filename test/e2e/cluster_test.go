@@ -161,7 +161,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			sidecar := p.Spec.InitContainers[0]
 			Expect(sidecar.Name).To(Equal(agentContainer))
 			Expect(sidecar.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar")
-			identities[p.Name+"_"+string(p.UID)] = true
+			identities[lease.Identity(p.Name, string(p.UID))] = true
 		}
 		Eventually(func() string { return holder(ctx, node, "orders") }).WithTimeout(30 * time.Second).Should(BeKeyOf(identities))
 
@@ -299,7 +299,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 		var took []time.Duration
 		for range *clusterRuns {
 			identity := holder(ctx, node, "orders")
-			leader, _, _ := strings.Cut(identity, "_")
+			leader, _, _ := lease.ParseIdentity(identity)
 			w := watchLease(ctx, node, "orders")
 			deleted := time.Now()
 			Expect(node.Client.CoreV1().Pods(app).Delete(ctx, leader, metav1.DeleteOptions{})).To(Succeed())
@@ -322,7 +322,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 				Expect(node.Freeze(id)).To(Succeed())
 			}
 			stalled := time.Now()
-			change := w.nextHolder(leader.Name + "_" + string(leader.UID))
+			change := w.nextHolder(lease.Identity(leader.Name, string(leader.UID)))
 			took = append(took, change.at.Sub(stalled))
 			for _, id := range frozen {
 				Expect(node.Thaw(id)).To(Succeed())
@@ -353,7 +353,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			killed := time.Now()
 			renewal := w.nextRenewal(killed)
 			took = append(took, renewal.at.Sub(killed))
-			if renewal.holder == leader.Name+"_"+string(leader.UID) {
+			if renewal.holder == lease.Identity(leader.Name, string(leader.UID)) {
 				samePod++
 			}
 			// A fresh pod for the next run: kubelet backs off restarting a container that crashes again.
@@ -559,8 +559,8 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			for _, id := range ids {
 				Expect(node.Freeze(id)).To(Succeed())
 			}
-			change := w.nextHolder(leader.Name + "_" + string(leader.UID))
-			next, _, _ := strings.Cut(change.holder, "_")
+			change := w.nextHolder(lease.Identity(leader.Name, string(leader.UID)))
+			next, _, _ := lease.ParseIdentity(change.holder)
 			Eventually(running).WithTimeout(30*time.Second).Should(ContainElement(next), "the new leader's app starts once it leads")
 			for _, id := range ids {
 				Expect(node.Thaw(id)).To(Succeed())
@@ -1380,7 +1380,7 @@ func holder(ctx context.Context, node *cluster.Node, workload string) string {
 
 // holderPod is the name of the pod whose agent holds the workload's lease.
 func holderPod(ctx context.Context, node *cluster.Node, workload string) string {
-	name, _, _ := strings.Cut(holder(ctx, node, workload), "_")
+	name, _, _ := lease.ParseIdentity(holder(ctx, node, workload))
 	return name
 }
 

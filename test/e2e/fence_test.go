@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -289,7 +288,7 @@ var _ = Describe("The fence", Serial, func() {
 					switch {
 					case *before != *after:
 						ambiguous.Add(1) // the lease changed hands around the attempt
-					case err == nil && !strings.HasPrefix(*before, a.Pod.Name+"_"):
+					case err == nil && *before != a.Pod.Identity():
 						mu.Lock()
 						violations = append(violations, fmt.Sprintf("%s wrote while %s held the lease", a.Pod.Name, *before))
 						mu.Unlock()

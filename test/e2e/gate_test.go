@@ -14,6 +14,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -93,7 +94,7 @@ var _ = Describe("The mutation gate", func() {
 				retry, err := strconv.Atoi(header.Get("Retry-After"))
 				Expect(err).NotTo(HaveOccurred())
 				Expect(retry).To(BeNumerically(">=", 1))
-				Expect(retry).To(BeNumerically("<=", int(fastTiming.LeaseDuration/time.Second)), "at most until the lease could change hands")
+				Expect(retry).To(BeNumerically("<=", int((fastTiming.LeaseDuration+lease.DefaultClockSkewMargin)/time.Second)), "at most until the lease could change hands")
 				var refusal struct{ Error, Lease, Holder string }
 				Expect(json.Unmarshal([]byte(body), &refusal)).To(Succeed())
 				Expect(refusal.Holder).To(Equal(leader.Pod.Identity()))

@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -59,8 +59,8 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		bystanderClient, _ := clientFor(bystander.Pod.Kubeconfig)
 		l, err := bystanderClient.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, leader.Pod.Identity())
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverTo, bystander.Pod.Name)
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, leader.Pod.Identity())
+		metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverTo, bystander.Pod.Name)
 		_, err = bystanderClient.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
 		Expect(err).To(MatchError(ContainSubstring("a pod may not ask for a handover")))
 
@@ -85,7 +85,7 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		l, err = controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(ptr.Deref(l.Spec.HolderIdentity, "")).To(Equal(target.Pod.Identity()))
-		Expect(l.Annotations).NotTo(HaveKey(labels.HandoverFrom), "taking the lease clears the request")
+		Expect(l.Annotations).NotTo(HaveKey(contract.HandoverFrom), "taking the lease clears the request")
 
 		By("handing over to any other candidate")
 		out, code = handover("orders", "-n", ns, "--wait")

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/internal/labels"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -36,7 +36,7 @@ var _ = Describe("A leader Service", func() {
 		}
 		services := controlPlane.Client.CoreV1().Services(ns)
 		_, err := services.Create(ctx, &corev1.Service{
-			ObjectMeta: metav1.ObjectMeta{Name: "orders", Labels: map[string]string{labels.LeaderLease: "orders"}},
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Labels: map[string]string{contract.LeaderLease: "orders"}},
 			Spec: corev1.ServiceSpec{
 				Selector: map[string]string{"app.kubernetes.io/name": "orders"},
 				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromString("http"), Protocol: corev1.ProtocolTCP}},
@@ -66,7 +66,7 @@ var _ = Describe("A leader Service", func() {
 		for range 5 {
 			l, err := leases.Get(ctx, "orders", metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			metav1.SetMetaDataAnnotation(&l.ObjectMeta, labels.HandoverFrom, *l.Spec.HolderIdentity)
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, *l.Spec.HolderIdentity)
 			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			Eventually(func() *framework.Agent { return soleLeader(agents) }).ShouldNot(Equal(leader))
@@ -130,7 +130,7 @@ var _ = Describe("A leader Service", func() {
 		By("removing the companion when the Service opts out")
 		svc, err := services.Get(ctx, "orders", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		delete(svc.Labels, labels.LeaderLease)
+		delete(svc.Labels, contract.LeaderLease)
 		_, err = services.Update(ctx, svc, metav1.UpdateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() bool {

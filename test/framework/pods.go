@@ -15,6 +15,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // ServiceAccountName is the service account every test pod runs as. Replicas of one workload share a
@@ -141,7 +143,7 @@ func (c *ControlPlane) AdminKubeconfig(path string) error {
 }
 
 // Identity is the holder identity the pod's agent writes.
-func (p *Pod) Identity() string { return p.Name + "_" + p.UID }
+func (p *Pod) Identity() string { return lease.Identity(p.Name, p.UID) }
 
 // RESTConfig authenticates as the pod, for tests that act with its credentials directly.
 func (p *Pod) RESTConfig() (*rest.Config, error) {

@@ -1,6 +1,8 @@
-// Package labels holds the labels and annotations that are leasegate's contract with its users. Every
-// package that reads or writes one names it from here.
-package labels
+// Package contract holds what leasegate's parts and its users agree on by name: the labels and
+// annotations users write and leasegate reads, and the environment and port the injector gives the agent
+// it injects. Every package that reads or writes one names it from here, so the two ends of each cannot
+// drift apart.
+package contract
 
 const (
 	// Inject opts a Namespace or a pod (template) in ("enabled"); on a pod, "disabled" opts out and wins.
@@ -51,4 +53,52 @@ const (
 	// Managed marks the Leases, Roles and RoleBindings leasegate provisions; only those are ever changed
 	// or deleted, and only such Leases reach the lease guard.
 	Managed = "leasegate.io/managed"
+)
+
+// Values of the annotations above that the injector passes on to the agent's settings.
+const (
+	// Readiness: health (followers stay Ready) or leader (only the leader is Ready).
+	ReadinessHealth = "health"
+	ReadinessLeader = "leader"
+	// Start: immediate, or leader (the app containers start once the agent leads).
+	StartImmediate = "immediate"
+	StartLeader    = "leader"
+	// OnLoss: keep (report the loss), or restart (the agent evicts its own pod).
+	OnLossKeep    = "keep"
+	OnLossRestart = "restart"
+	// LeaseKind: what elections elect on.
+	LeaseKindLease             = "Lease"
+	LeaseKindMultiClusterLease = "MultiClusterLease"
+)
+
+// The agent the injector adds: the port kubelet's probes and the app reach it on, and the environment it
+// is given, which the agent reads under the same names (each with a flag of the same meaning).
+const (
+	AgentPort = 9440
+
+	EnvPodName         = "POD_NAME"
+	EnvPodNamespace    = "POD_NAMESPACE"
+	EnvPodUID          = "POD_UID"
+	EnvLease           = "LEASEGATE_LEASE"
+	EnvLeaseDuration   = "LEASEGATE_LEASE_DURATION"
+	EnvRenewDeadline   = "LEASEGATE_RENEW_DEADLINE"
+	EnvRetryPeriod     = "LEASEGATE_RETRY_PERIOD"
+	EnvClockSkewMargin = "LEASEGATE_CLOCK_SKEW_MARGIN"
+	EnvReadiness       = "LEASEGATE_READINESS"
+	EnvListen          = "LEASEGATE_LISTEN"
+	EnvElections       = "LEASEGATE_ELECTIONS"
+	EnvStatusFile      = "LEASEGATE_STATUS_FILE"
+	EnvGateUpstream    = "LEASEGATE_GATE_UPSTREAM"
+	EnvGateListen      = "LEASEGATE_GATE_LISTEN"
+	EnvGateMethods     = "LEASEGATE_GATE_METHODS"
+	EnvGateGRPCMethods = "LEASEGATE_GATE_GRPC_METHODS"
+	EnvGateElection    = "LEASEGATE_GATE_ELECTION"
+	EnvOnLoss          = "LEASEGATE_ON_LOSS"
+	EnvOnLossElection  = "LEASEGATE_ON_LOSS_ELECTION"
+	EnvLeaseKind       = "LEASEGATE_LEASE_KIND"
+
+	// Given to the app containers: where the agent answers, and the lease (one election) or, with
+	// several, EnvLeasePrefix + the election's name in upper case with "-" as "_".
+	EnvAgentURL    = "LEASEGATE_AGENT_URL"
+	EnvLeasePrefix = "LEASEGATE_LEASE_"
 )
