@@ -65,6 +65,7 @@ const (
 	CodeAgentTiming                 = "LG009"
 	CodeNoNativeSidecars            = "LG010"
 	CodeDisruptionBudgetBlocks      = "LG011"
+	CodeConfigDeprecated            = "LG012"
 )
 
 // caExpiryWarning is how far ahead `check` warns of a CA bundle's expiry: cert-manager renews a month
@@ -322,6 +323,10 @@ func (r *CheckReport) checkConfig(ctx context.Context, cs kubernetes.Interface, 
 		r.add(CodeConfigInvalid, SeverityError, "ConfigMap/"+opts.LeasegateNamespace+"/"+opts.ConfigName, err.Error(),
 			"fix the field named; the webhook keeps the last valid configuration in force until then")
 		return nil
+	}
+	for _, warning := range cfg.Warnings {
+		r.add(CodeConfigDeprecated, SeverityWarning, "ConfigMap/"+opts.LeasegateNamespace+"/"+opts.ConfigName, warning,
+			"edit leasegate-config as the warning says; it applies as it is until then")
 	}
 	return cfg
 }

@@ -1,35 +1,70 @@
 package config
 
 import (
+	"flag"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/yaml"
 
+	"github.com/leasegate/leasegate/internal/golden"
 	"github.com/leasegate/leasegate/internal/version"
 )
 
-func TestLoadDefaults(t *testing.T) {
-	c, err := Load([]byte(""))
+// update rewrites testdata/defaults.golden.yaml: go test ./internal/config -update
+var update = flag.Bool("update", false, "rewrite testdata/defaults.golden.yaml from the current defaults")
+
+// TestDefaultsGolden pins every default: a change to one shows in review as a diff of this file.
+func TestDefaultsGolden(t *testing.T) {
+	c, err := Load(nil)
 	if err != nil {
 		t.Fatalf("Load(empty) = %v", err)
 	}
-	if got := c.Election.Timing(); got.LeaseDuration != 15*time.Second || got.RenewDeadline != 10*time.Second || got.RetryPeriod != 2*time.Second {
-		t.Errorf("default timing = %+v, want client-go's 15s/10s/2s", got)
+	c.Agent.Image = strings.Replace(c.Agent.Image, ":"+version.Version, ":VERSION", 1) // the binary's own version
+	out, err := yaml.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := c.Election.ClockSkewMargin.Duration; got != time.Second {
-		t.Errorf("default clockSkewMargin = %s, want 1s", got)
-	}
-	if want := "ghcr.io/leasegate/leasegate-agent:" + version.Version; c.Agent.Image != want {
-		t.Errorf("default image = %q, want %q", c.Agent.Image, want)
-	}
-	if c.Agent.Port != 9440 || c.Agent.NativeSidecar != NativeSidecarAuto || c.Agent.ImagePullPolicy != corev1.PullIfNotPresent {
-		t.Errorf("agent defaults = %+v", c.Agent)
-	}
-	if got := c.Agent.Resources.Limits[corev1.ResourceMemory]; got.Cmp(resource.MustParse("64Mi")) != 0 {
-		t.Errorf("default memory limit = %s, want 64Mi", got.String())
+	golden.Compare(t, filepath.Join("testdata", "defaults.golden.yaml"), out, *update, "go test ./internal/config -update")
+}
+
+func TestAPIVersionAndKind(t *testing.T) {
+	for _, tc := range []struct {
+		name, config string
+		wantWarning  bool
+		wantErr      string
+	}{
+		{name: "named: no warning", config: "apiVersion: config.leasegate.io/v1alpha1\nkind: LeasegateConfiguration\n"},
+		{name: "unnamed: read as v1alpha1, with a warning saying what to add", config: "guards: []\n", wantWarning: true},
+		{name: "another version is refused, naming the one supported", config: "apiVersion: config.leasegate.io/v2\nkind: LeasegateConfiguration\n",
+			wantErr: `apiVersion: Unsupported value: "config.leasegate.io/v2": supported values: "config.leasegate.io/v1alpha1"`},
+		{name: "a kind alone is not a version", config: "kind: LeasegateConfiguration\n", wantErr: `apiVersion: Unsupported value: ""`},
+		{name: "another kind is refused", config: "apiVersion: config.leasegate.io/v1alpha1\nkind: ConfigMap\n", wantErr: `kind: Unsupported value: "ConfigMap"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load([]byte(tc.config))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Load() error = %v, want one containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := len(c.Warnings) > 0; got != tc.wantWarning {
+				t.Fatalf("warnings %q, want some: %v", c.Warnings, tc.wantWarning)
+			}
+			if tc.wantWarning && !strings.Contains(c.Warnings[0], "add `apiVersion: config.leasegate.io/v1alpha1` and `kind: LeasegateConfiguration`") {
+				t.Errorf("the warning does not say what to add: %q", c.Warnings[0])
+			}
+			if c.APIVersion != APIVersion || c.Kind != Kind {
+				t.Errorf("loaded as %s %s, want %s %s", c.APIVersion, c.Kind, APIVersion, Kind)
+			}
+		})
 	}
 }
 

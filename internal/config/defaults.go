@@ -13,6 +13,9 @@ import (
 
 // Default fills every unset field. It is the only place defaults live.
 func Default(c *Config) {
+	if c.APIVersion == "" && c.Kind == "" {
+		c.APIVersion, c.Kind = APIVersion, Kind
+	}
 	defaultDuration(&c.Election.LeaseDuration, lease.DefaultTiming.LeaseDuration)
 	defaultDuration(&c.Election.RenewDeadline, lease.DefaultTiming.RenewDeadline)
 	defaultDuration(&c.Election.RetryPeriod, lease.DefaultTiming.RetryPeriod)

@@ -23,8 +23,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 )
 
-// EventReasonInvalid is the reason of the Warning Event on a ConfigMap whose edit was not applied.
-const EventReasonInvalid = "InvalidConfig"
+// EventReasonInvalid is the reason of the Warning Event on a ConfigMap whose edit was not applied;
+// EventReasonDeprecated of one applied with a warning (no apiVersion and kind, say).
+const (
+	EventReasonInvalid    = "InvalidConfig"
+	EventReasonDeprecated = "DeprecatedConfig"
+)
 
 var (
 	reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -137,6 +141,10 @@ func (r *Reloader) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 	reloads.WithLabelValues("applied").Inc()
 	lastReloadOK.Set(1)
 	log.Info("Applied configuration", "configMap", r.Key, "resourceVersion", cm.ResourceVersion)
+	for _, warning := range cfg.Warnings {
+		log.Info("Applied a configuration that uses something deprecated", "configMap", r.Key, "warning", warning)
+		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, EventReasonDeprecated, "Reload", "%s", truncate(warning, 900))
+	}
 	return reconcile.Result{}, nil
 }
 

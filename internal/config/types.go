@@ -14,8 +14,16 @@ import (
 // Key is the ConfigMap key that holds the configuration.
 const Key = "config.yaml"
 
+// APIVersion and Kind name the shape of config.yaml, so that it can evolve: fields are only added within
+// a version. A file without them is read as this version, with a warning (earlier releases wrote none).
+const (
+	APIVersion = "config.leasegate.io/v1alpha1"
+	Kind       = "LeasegateConfiguration"
+)
+
 // Config is the whole configuration. Every field is optional; Default fills what is left out.
 type Config struct {
+	metav1.TypeMeta `json:",inline"`
 	// Election is the timing injected agents use unless a pod's annotations say otherwise.
 	Election Election `json:"election"`
 	// Agent is how the injected agent container is built.
@@ -27,6 +35,9 @@ type Config struct {
 	MissingPodIdentity Enforcement `json:"missingPodIdentity,omitempty"`
 	// Exempt requesters are never fenced.
 	Exempt Exempt `json:"exempt"`
+
+	// Warnings are what Load found deprecated: the configuration applies, and the user should hear of it.
+	Warnings []string `json:"-"`
 }
 
 // Enforcement is what a guard does with a write from a requester that does not hold its lease, in

@@ -30,6 +30,10 @@ func Load(data []byte) (*Config, error) {
 	if len(strictErrs) > 0 {
 		return nil, fmt.Errorf("%s: %w (check the spelling against the configuration reference)", Key, errors.Join(strictErrs...))
 	}
+	if c.APIVersion == "" && c.Kind == "" {
+		c.Warnings = append(c.Warnings, fmt.Sprintf("%s has no apiVersion and kind, and is read as %s %s: add `apiVersion: %s` and `kind: %s` at its top, which a later version will require",
+			Key, APIVersion, Kind, APIVersion, Kind))
+	}
 	Default(c)
 	if errs := Validate(c); len(errs) > 0 {
 		return nil, errs.ToAggregate()
@@ -40,6 +44,12 @@ func Load(data []byte) (*Config, error) {
 // Validate checks a defaulted Config.
 func Validate(c *Config) field.ErrorList {
 	var errs field.ErrorList
+	if c.APIVersion != APIVersion {
+		errs = append(errs, field.NotSupported(field.NewPath("apiVersion"), c.APIVersion, []string{APIVersion}))
+	}
+	if c.Kind != Kind {
+		errs = append(errs, field.NotSupported(field.NewPath("kind"), c.Kind, []string{Kind}))
+	}
 	errs = append(errs, validateElection(&c.Election, field.NewPath("election"))...)
 	errs = append(errs, validateAgent(&c.Agent, field.NewPath("agent"))...)
 	errs = append(errs, validateGuards(c.Guards, field.NewPath("guards"))...)

@@ -196,10 +196,11 @@ func (f *Fence) ConfigEdits() admission.Handler {
 		if err := json.Unmarshal(req.Object.Raw, cm); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
-		if _, err := config.Load([]byte(cm.Data[config.Key])); err != nil {
+		cfg, err := config.Load([]byte(cm.Data[config.Key]))
+		if err != nil {
 			return admission.Denied(fmt.Sprintf("leasegate-config is invalid and was not saved: %v", err))
 		}
-		return admission.Allowed("")
+		return admission.Allowed("").WithWarnings(cfg.Warnings...)
 	})
 }
 

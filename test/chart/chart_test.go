@@ -14,10 +14,12 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -361,5 +363,100 @@ func TestCARenewalKeepsItsKey(t *testing.T) {
 		if policies[name] != policy {
 			t.Errorf("Certificate %s: privateKey.rotationPolicy %q, want %q (all: %v)", name, policies[name], policy, policies)
 		}
+	}
+}
+
+// TestChartDefaultConfigIsConfigDefault ties values.yaml's config to the Go defaults: the chart's
+// rendered leasegate-config loads, without a warning, to exactly what an empty one loads to, but for the
+// agent image, which the chart pins to its appVersion.
+func TestChartDefaultConfigIsConfigDefault(t *testing.T) {
+	rendered, err := tools(t).RenderChart(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data string
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var cm struct {
+			Kind     string                `json:"kind"`
+			Metadata struct{ Name string } `json:"metadata"`
+			Data     map[string]string     `json:"data"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &cm); err == nil && cm.Kind == "ConfigMap" && cm.Metadata.Name == "leasegate-config" {
+			data = cm.Data[config.Key]
+		}
+	}
+	if data == "" {
+		t.Fatal("the chart renders no leasegate-config")
+	}
+	got, err := config.Load([]byte(data))
+	if err != nil {
+		t.Fatalf("the chart's default config does not load: %v\n%s", err, data)
+	}
+	if len(got.Warnings) > 0 {
+		t.Errorf("the chart's default config loads with warnings: %q", got.Warnings)
+	}
+	want, err := config.Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want.Warnings = nil
+	chartImage := "ghcr.io/leasegate/leasegate-agent:" + appVersion(t)
+	if got.Agent.Image != chartImage {
+		t.Errorf("the chart's agent image is %q, want %q", got.Agent.Image, chartImage)
+	}
+	got.Agent.Image = want.Agent.Image
+	if !equality.Semantic.DeepEqual(got, want) {
+		gotYAML, _ := yaml.Marshal(got)
+		wantYAML, _ := yaml.Marshal(want)
+		t.Errorf("values.yaml's config differs from config.Default; chart:\n%s\nGo:\n%s", gotYAML, wantYAML)
+	}
+}
+
+// appVersion is the chart's appVersion, the tag of the images it installs.
+func appVersion(t *testing.T) string {
+	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "Chart.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var chart struct {
+		AppVersion string `json:"appVersion"`
+	}
+	if err := yaml.Unmarshal(data, &chart); err != nil {
+		t.Fatal(err)
+	}
+	return chart.AppVersion
+}
+
+// TestConfigChangeKeepsTheWebhookRunning: leasegate-config is reloaded live by every replica, so an
+// upgrade that changes only config: must not roll the webhook Deployment (a restart of the admission path
+// for nothing).
+func TestConfigChangeKeepsTheWebhookRunning(t *testing.T) {
+	tl := tools(t)
+	deployment := func(values string) string {
+		t.Helper()
+		var files []string
+		if values != "" {
+			path := filepath.Join(t.TempDir(), "values.yaml")
+			if err := os.WriteFile(path, []byte(values), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			files = append(files, path)
+		}
+		rendered, err := tl.RenderChart(namespace, files...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, doc := range strings.Split(string(rendered), "\n---\n") {
+			if strings.Contains(doc, "\nkind: Deployment\n") {
+				return doc
+			}
+		}
+		t.Fatal("no Deployment rendered")
+		return ""
+	}
+	before := deployment("")
+	after := deployment("config:\n  missingPodIdentity: warn\n  guards: [{name: orders, lease: orders, resources: [{group: apps, resources: [deployments]}]}]\n")
+	if before != after {
+		t.Errorf("changing config: changes the webhook Deployment, so helm upgrade would roll it:\n%s\n---\n%s", before, after)
 	}
 }

@@ -184,7 +184,9 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 }
 
 // fenceConfig guards the workload's ConfigMap writes with its lease.
-const fenceConfig = `guards:
+const fenceConfig = `apiVersion: config.leasegate.io/v1alpha1
+kind: LeasegateConfiguration
+guards:
 - name: orders
   lease: orders
   serviceAccounts: [orders]

@@ -207,7 +207,9 @@ func plantElections(ctx context.Context, cp *framework.ControlPlane) {
 	}
 	_, err := cp.Client.CoreV1().ConfigMaps(leasegateNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"},
-		Data: map[string]string{"config.yaml": `guards:
+		Data: map[string]string{"config.yaml": `apiVersion: config.leasegate.io/v1alpha1
+kind: LeasegateConfiguration
+guards:
 - name: orders-controller
   lease: orders
   namespaces: [shop]

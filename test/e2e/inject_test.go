@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/test/framework"
@@ -243,11 +244,22 @@ var _ = Describe("The injector", func() {
 
 	It("applies a ConfigMap edit live, refuses an invalid edit at admission, and never applies one that gets past", Serial, func(ctx SpecContext) {
 		configMaps := controlPlane.Client.CoreV1().ConfigMaps(leasegateNamespace)
-		cm, err := configMaps.Create(ctx, &corev1.ConfigMap{
+		// Written as earlier releases wrote it, without apiVersion and kind: applied, with a warning to
+		// whoever wrote it and an Event.
+		config := rest.CopyConfig(controlPlane.Config)
+		warned := &warnings{}
+		config.WarningHandler = warned
+		cm, err := kubernetes.NewForConfigOrDie(config).CoreV1().ConfigMaps(leasegateNamespace).Create(ctx, &corev1.ConfigMap{
 			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"},
 			Data:       map[string]string{"config.yaml": "agent: {image: registry.example/leasegate-agent:live}\n"},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
+		Expect(warned.all()).To(ContainElement(ContainSubstring("config.yaml has no apiVersion and kind, and is read as config.leasegate.io/v1alpha1 LeasegateConfiguration")))
+		Eventually(func(g Gomega) {
+			events, err := controlPlane.Client.EventsV1().Events(leasegateNamespace).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(events.Items).To(ContainElement(And(HaveField("Reason", "DeprecatedConfig"), HaveField("Regarding.Name", "leasegate-config"))))
+		}).WithTimeout(10 * time.Second).Should(Succeed())
 		DeferCleanup(func(ctx context.Context) {
 			Expect(configMaps.Delete(ctx, "leasegate-config", metav1.DeleteOptions{})).To(Succeed())
 		})

@@ -82,7 +82,9 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCount int) 
 	}
 	if _, err := cp.Client.CoreV1().ConfigMaps("leasegate-system").Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"},
-		Data: map[string]string{"config.yaml": `guards:
+		Data: map[string]string{"config.yaml": `apiVersion: config.leasegate.io/v1alpha1
+kind: LeasegateConfiguration
+guards:
 - name: worker
   lease: worker
   resources: [{group: "", resources: [configmaps]}]
