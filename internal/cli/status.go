@@ -200,11 +200,7 @@ func loadConfig(ctx context.Context, cs kubernetes.Interface, namespace, name st
 	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		cfg, err := config.Load(nil)
-		if cfg != nil {
-			cfg.Warnings = nil // no ConfigMap: the defaults, nothing written to warn about
-		}
-		return cfg, err
+		return config.Defaults(), nil
 	case err != nil:
 		return nil, fmt.Errorf("reading %s/%s (--leasegate-namespace, --config-name): %w", namespace, name, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/golden"
@@ -207,5 +208,16 @@ guards:
 				}
 			}
 		})
+	}
+}
+
+func TestDefaultsIsAnEmptyFileWithoutItsWarning(t *testing.T) {
+	empty, err := Load(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.Warnings = nil
+	if got := Defaults(); !equality.Semantic.DeepEqual(got, empty) {
+		t.Errorf("Defaults() = %+v, want what an empty file loads to, %+v", got, empty)
 	}
 }

@@ -33,8 +33,8 @@ const (
 var (
 	reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasegate_config_reloads_total",
-		Help: "Loads of the leasegate-config ConfigMap, by result (applied or rejected).",
-	}, []string{"result"})
+		Help: "Loads of the leasegate-config ConfigMap, by outcome (applied or rejected).",
+	}, []string{"outcome"})
 	lastReloadOK = prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "leasegate_config_last_reload_successful",
 		Help: "1 if the last edit of leasegate-config is in force, 0 if it was rejected and the previous configuration still is.",
@@ -86,7 +86,7 @@ func (s *Store) Current() *Config { return s.current.Load() }
 func LoadConfigMap(ctx context.Context, c client.Reader, key types.NamespacedName) (*Config, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, key, cm); apierrors.IsNotFound(err) {
-		return Load(nil)
+		return Defaults(), nil
 	} else if err != nil {
 		return nil, fmt.Errorf("reading ConfigMap %s: %w", key, err)
 	}
@@ -134,7 +134,7 @@ func (r *Reloader) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 		lastReloadOK.Set(0)
 		log.Error(err, "Rejected an invalid configuration; the previous one stays in force", "configMap", r.Key)
 		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, EventReasonInvalid, "Reload",
-			"Not applied, the previous configuration stays in force: %s", truncate(err.Error(), 900))
+			"Not applied, the previous configuration stays in force: %s", truncate(err.Error()))
 		return reconcile.Result{}, nil
 	}
 	r.Store.set(cfg)
@@ -143,14 +143,18 @@ func (r *Reloader) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 	log.Info("Applied configuration", "configMap", r.Key, "resourceVersion", cm.ResourceVersion)
 	for _, warning := range cfg.Warnings {
 		log.Info("Applied a configuration that uses something deprecated", "configMap", r.Key, "warning", warning)
-		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, EventReasonDeprecated, "Reload", "%s", truncate(warning, 900))
+		r.Recorder.Eventf(cm, nil, corev1.EventTypeWarning, EventReasonDeprecated, "Reload", "%s", truncate(warning))
 	}
 	return reconcile.Result{}, nil
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
+// maxEventNote is how much of a message an Event's note carries: the Events API refuses notes over 1 KiB,
+// and the prefix written before it needs room.
+const maxEventNote = 900
+
+func truncate(s string) string {
+	if len(s) <= maxEventNote {
 		return s
 	}
-	return s[:n] + "..."
+	return s[:maxEventNote] + "..."
 }

@@ -41,6 +41,14 @@ func Load(data []byte) (*Config, error) {
 	return c, nil
 }
 
+// Defaults is the configuration in force when there is no ConfigMap: every default, and no file to warn
+// about.
+func Defaults() *Config {
+	c := &Config{}
+	Default(c)
+	return c
+}
+
 // Validate checks a defaulted Config.
 func Validate(c *Config) field.ErrorList {
 	var errs field.ErrorList

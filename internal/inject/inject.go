@@ -32,6 +32,10 @@ const (
 	// the pod may not automount at all; the agent needs a token either way.
 	tokenVolume = "leasegate-agent-token"
 	tokenPath   = "/var/run/secrets/kubernetes.io/serviceaccount"
+	// tokenExpirationSeconds is what the API server gives the default service account token volume:
+	// kubelet refreshes it at 80% of its life, and 3607 (an hour and seven seconds) is recognisable in
+	// audit logs as a projected, auto-rotated token.
+	tokenExpirationSeconds = 3607
 	// agentUser is the agent image's non-root user (distroless "nonroot").
 	agentUser = 65532
 )
@@ -491,7 +495,7 @@ func tokenVolumeSource() corev1.Volume {
 			// Readable by the agent's non-root user whatever the pod's fsGroup; only the agent mounts it.
 			DefaultMode: ptr.To[int32](0o444),
 			Sources: []corev1.VolumeProjection{
-				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](3607)}},
+				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](tokenExpirationSeconds)}},
 				{ConfigMap: &corev1.ConfigMapProjection{
 					LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
 					Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},

@@ -8,8 +8,8 @@ import (
 var (
 	admissions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasegate_injection_admissions_total",
-		Help: "Pod admissions by the injector, by result: injected, skipped, denied or error.",
-	}, []string{"result"})
+		Help: "Pod admissions by the injector, by outcome: injected, skipped, denied or error.",
+	}, []string{"outcome"})
 	admissionSeconds = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Name:    "leasegate_injection_duration_seconds",
 		Help:    "Time the injector spent on one pod admission, decoding to patch.",
@@ -17,8 +17,8 @@ var (
 	})
 	provisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasegate_provisioning_total",
-		Help: "Reconciliations of a lease's Lease, Role and RoleBinding, by result: provisioned, removed or error.",
-	}, []string{"result"})
+		Help: "Reconciliations of a lease's Lease, Role and RoleBinding, by outcome: provisioned, removed or error.",
+	}, []string{"outcome"})
 	leaderlessSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasegate_lease_leaderless_seconds",
 		Help: "For each managed lease nobody has held for longer than its takeover budget (lease duration + clock skew margin), seconds since it became free. Reported by the elected webhook replica.",

@@ -101,11 +101,11 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
 	if err != nil {
-		return err
+		return fmt.Errorf("connecting to the API server for discovery: %w", err)
 	}
 	caps, err := inject.DiscoverCapabilities(dc)
 	if err != nil {
-		return err
+		return fmt.Errorf("discovering what the API server serves (native sidecars, MultiClusterLeases): %w", err)
 	}
 
 	managed := k8slabels.SelectorFromSet(k8slabels.Set{contract.Managed: "true"})
@@ -117,7 +117,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
-		return err
+		return fmt.Errorf("building the scheme: %w", err)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
@@ -144,30 +144,33 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		}},
 	})
 	if err != nil {
-		return err
+		return fmt.Errorf("creating the controller-runtime manager: %w", err)
 	}
 
 	configKey := types.NamespacedName{Namespace: opts.Namespace, Name: opts.ConfigName}
 	initial, err := config.LoadConfigMap(ctx, mgr.GetAPIReader(), configKey)
 	if err != nil {
-		return err
+		return fmt.Errorf("loading the configuration to start with (--namespace, --config-name): %w", err)
+	}
+	for _, warning := range initial.Warnings {
+		log.Info("Starting with a configuration that uses something deprecated", "configMap", configKey, "warning", warning)
 	}
 	store := config.NewStore(initial)
 	if err := (&config.Reloader{
 		Client: mgr.GetClient(), Store: store, Key: configKey, Recorder: mgr.GetEventRecorder("leasegate-webhook"),
 	}).SetupWithManager(mgr); err != nil {
-		return err
+		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
 	if err := (&inject.Provisioner{Client: mgr.GetClient(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
-		return err
+		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
-		return err
+		return fmt.Errorf("setting up the leaderless-lease reporter: %w", err)
 	}
 	if err := (&leaderservice.Reconciler{
 		Client: mgr.GetClient(), Config: store, Recorder: mgr.GetEventRecorder("leasegate-leader-service"),
 	}).SetupWithManager(mgr); err != nil {
-		return err
+		return fmt.Errorf("setting up the leader-Service controller: %w", err)
 	}
 	serve := func(path string, handler admission.Handler) {
 		mgr.GetWebhookServer().Register(path, withBodyDeadline(&webhook.Admission{Handler: handler}))
@@ -178,12 +181,12 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
-		return err
+		return fmt.Errorf("building the client of the guarded-lease cache: %w", err)
 	}
 	leases := validate.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
 	leases.MultiClusterLeases = mgr.GetCache()
 	if err := mgr.Add(leases); err != nil {
-		return err
+		return fmt.Errorf("setting up the guarded-lease cache: %w", err)
 	}
 	fence := &validate.Fence{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
@@ -198,7 +201,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := (&validate.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,
 	}).SetupWithManager(mgr); err != nil {
-		return err
+		return fmt.Errorf("setting up the guarded rules syncer: %w", err)
 	}
 
 	if opts.MultiCluster.Enabled() {
@@ -217,10 +220,10 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
-		return err
+		return fmt.Errorf("adding the health check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
-		return err
+		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("guarded-leases", func(*http.Request) error {
 		if !leases.Synced() {
@@ -228,7 +231,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		}
 		return nil
 	}); err != nil {
-		return err
+		return fmt.Errorf("adding the guarded-lease readiness check: %w", err)
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "webhookPort", opts.WebhookPort,
 		"nativeSidecars", caps.NativeSidecars, "multiClusterLeases", caps.MultiClusterLeases, "agentImage", initial.Agent.Image)

@@ -198,7 +198,7 @@ func (f *Fence) ConfigEdits() admission.Handler {
 		}
 		cfg, err := config.Load([]byte(cm.Data[config.Key]))
 		if err != nil {
-			return admission.Denied(fmt.Sprintf("leasegate-config is invalid and was not saved: %v", err))
+			return admission.Denied(fmt.Sprintf("%s is invalid and was not saved: %v", f.ConfigName, err))
 		}
 		return admission.Allowed("").WithWarnings(cfg.Warnings...)
 	})

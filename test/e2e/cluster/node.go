@@ -51,6 +51,8 @@ type Node struct {
 	agents int
 	// stopped are the earlier runs of restarted components, whose logs Logs still shows.
 	stopped []*framework.Process
+	// pauseImage is the sandbox image, PAUSE_IMAGE in hack/versions.env.
+	pauseImage string
 }
 
 // StartNode brings the cluster up and waits until the node is Ready. binaries is the directory of the
@@ -86,6 +88,14 @@ func clearStale() {
 }
 
 func (n *Node) start(ctx context.Context, binaries string) error {
+	versions, err := framework.PinnedVersions()
+	if err != nil {
+		return err
+	}
+	n.pauseImage = versions["PAUSE_IMAGE"]
+	if n.pauseImage == "" {
+		return errors.New("hack/versions.env has no PAUSE_IMAGE")
+	}
 	bin := func(name string) string { return filepath.Join(binaries, name) }
 	path := func(parts ...string) string { return filepath.Join(append([]string{n.Dir}, parts...)...) }
 	for _, d := range []string{"etcd", "containerd/root", "containerd/state", "cni", "cni-ipam", "kubelet", "pod-logs"} {
@@ -175,7 +185,7 @@ state = %q
 [grpc]
   address = %q
 [plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "registry.k8s.io/pause:3.6"
+  sandbox_image = %q
   # This VM refuses a negative oom_score_adj, which runc otherwise sets for every sandbox.
   restrict_oom_score_adj = true
   disable_apparmor = true
@@ -184,7 +194,7 @@ state = %q
     conf_dir = %q
   [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
     runtime_type = "io.containerd.runc.v2"
-`, path("containerd/root"), path("containerd/state"), n.socket, path("cni"))), 0o644); err != nil {
+`, path("containerd/root"), path("containerd/state"), n.socket, n.pauseImage, path("cni"))), 0o644); err != nil {
 		return err
 	}
 	if err := os.WriteFile(path("cni", "10-leasegate.conflist"), []byte(fmt.Sprintf(`{
@@ -262,7 +272,7 @@ func (n *Node) importPause() error {
 	if err != nil {
 		return err
 	}
-	return n.Import(Image{Ref: "registry.k8s.io/pause:3.6", Binary: binary})
+	return n.Import(Image{Ref: n.pauseImage, Binary: binary})
 }
 
 // Import makes images available to the node's pods (with imagePullPolicy Never or IfNotPresent).
