@@ -46,6 +46,7 @@ func main() {
 	flag.DurationVar(&timing.RetryPeriod, "retry-period", 500*time.Millisecond, "retry period")
 	showLogs := flag.Bool("logs", false, "print every agent's log at the end")
 	flag.Parse()
+	framework.QuietControllerRuntime()
 	if err := timing.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(2)

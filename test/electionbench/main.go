@@ -25,6 +25,7 @@ import (
 func main() {
 	window := flag.Duration("window", 30*time.Second, "how long API calls are counted for each election count")
 	flag.Parse()
+	framework.QuietControllerRuntime()
 	if err := run(context.Background(), *window); err != nil {
 		fmt.Fprintln(os.Stderr, "electionbench:", err)
 		os.Exit(1)

@@ -24,6 +24,7 @@ func main() {
 	flag.DurationVar(&timing.RenewDeadline, "renew-deadline", 2*time.Second, "renew deadline")
 	flag.DurationVar(&timing.RetryPeriod, "retry-period", 500*time.Millisecond, "retry period")
 	flag.Parse()
+	framework.QuietControllerRuntime()
 	if err := timing.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "failoverbench:", err)
 		os.Exit(2)

@@ -37,6 +37,7 @@ func main() {
 	duration := flag.Duration("duration", 10*time.Second, "how long to drive the webhook")
 	leases := flag.Int("leases", 1000, "guarded leases to cache, one per namespace")
 	flag.Parse()
+	framework.QuietControllerRuntime()
 	if err := run(context.Background(), *rate, *duration, *leases); err != nil {
 		fmt.Fprintln(os.Stderr, "fenceload:", err)
 		os.Exit(1)

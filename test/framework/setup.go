@@ -4,6 +4,9 @@ import (
 	"context"
 	"fmt"
 	"os"
+
+	"github.com/go-logr/logr"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // StartElection creates namespace with a pod and pod-bound token per agent under dir, and starts n
@@ -54,3 +57,8 @@ func (b *Bench) Stop() {
 		_ = os.RemoveAll(b.Dir)
 	}
 }
+
+// QuietControllerRuntime gives controller-runtime, which envtest logs through, a logger that drops
+// everything. A command that prints its own narration (the demo, the benchmarks) would otherwise get
+// controller-runtime's "log.SetLogger(...) was never called" warning, with a stack trace, half a minute in.
+func QuietControllerRuntime() { ctrllog.SetLogger(logr.Discard()) }

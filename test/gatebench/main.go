@@ -25,6 +25,7 @@ func main() {
 	rate := flag.Int("rate", 1000, "requests per second to each of the app and the gate")
 	duration := flag.Duration("duration", 10*time.Second, "how long each is driven")
 	flag.Parse()
+	framework.QuietControllerRuntime()
 	if err := run(context.Background(), *rate, *duration); err != nil {
 		fmt.Fprintln(os.Stderr, "gatebench:", err)
 		os.Exit(1)
