@@ -68,19 +68,7 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 		plantElections(ctx, cp)
 	})
 
-	run := func(args ...string) (string, int) {
-		cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		code := 0
-		if exit, ok := err.(*exec.ExitError); ok {
-			code = exit.ExitCode()
-		} else {
-			Expect(err).NotTo(HaveOccurred())
-		}
-		return out.String(), code
-	}
+	run := func(args ...string) (string, int) { return runPlugin(plugin, kubeconfig, args...) }
 
 	It("reports every lease leasegate manages or guards, from real objects, as its golden files say", func(ctx SpecContext) {
 		list, err := cli.GatherStatus(ctx, cp.Client, cli.StatusOptions{
@@ -191,6 +179,20 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 		Expect(out).To(And(ContainSubstring("LG001"), ContainSubstring("error(s) found")))
 	})
 })
+
+// runPlugin runs the kubectl-leasegate binary as kubectl would, and returns what it printed and its exit
+// code.
+func runPlugin(plugin, kubeconfig string, args ...string) (string, int) {
+	cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return out.String(), exit.ExitCode()
+	}
+	Expect(err).NotTo(HaveOccurred())
+	return out.String(), 0
+}
 
 func checkOptions() cli.CheckOptions {
 	return cli.CheckOptions{LeasegateNamespace: leasegateNamespace, ConfigName: "leasegate-config", WebhookConfiguration: "leasegate", Now: cliNow}

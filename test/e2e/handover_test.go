@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"time"
@@ -28,17 +26,7 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		plugin, err = framework.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
 		Expect(err).NotTo(HaveOccurred())
 	})
-	handover := func(args ...string) (string, int) {
-		cmd := exec.Command(plugin, append([]string{"--kubeconfig", kubeconfig, "handover"}, args...)...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		err := cmd.Run()
-		if exit, ok := err.(*exec.ExitError); ok {
-			return out.String(), exit.ExitCode()
-		}
-		Expect(err).NotTo(HaveOccurred())
-		return out.String(), 0
-	}
+	handover := func(args ...string) (string, int) { return runPlugin(plugin, kubeconfig, append([]string{"handover"}, args...)...) }
 
 	It("moves the lease to the named Ready candidate with no two leaders at any sample, and a follower cannot ask", func(ctx SpecContext) {
 		ns := labelledNamespace(ctx, optedIn)
