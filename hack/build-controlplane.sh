@@ -7,17 +7,11 @@
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (`make cluster-binaries`).
 #
 # A second run is a no-op: each binary is rebuilt only when it is missing or reports another version.
-set -euo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=versions.env
-source "$here/versions.env"
-bin_dir=${BIN_DIR:-$here/../bin}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" controlplane
 dest="$bin_dir/controlplane/${KUBERNETES_VERSION}-${ETCD_VERSION}"
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
-
-log() { printf '[controlplane] %s\n' "$*" >&2; }
 
 # build_component <name>: one binary of k8s.io/kubernetes/cmd/<name>, with the version stamped in.
 build_component() {
@@ -49,7 +43,9 @@ build_component() {
   printf '//go:build tools\n\npackage tools\n\nimport _ "k8s.io/kubernetes/cmd/%s"\n' "$component" >"$work/tools.go"
   (
     cd "$work"
-    GOFLAGS=-mod=mod go mod tidy -e >/dev/null 2>&1 || true
+    # -e: packages of k8s.io/kubernetes that cmd/<component> does not build may fail to load; a failure
+    # of tidy itself still stops here, with what go said.
+    quiet env GOFLAGS=-mod=mod go mod tidy -e
     local pkg=k8s.io/component-base/version
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -o "$out" -ldflags "-s -w \
       -X $pkg.gitVersion=${KUBERNETES_VERSION} \
@@ -82,7 +78,7 @@ package tools
 
 import _ "go.etcd.io/etcd/server/v3"
 GO
-    GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}" >/dev/null 2>&1
+    quiet env GOFLAGS=-mod=mod go get "go.etcd.io/etcd/server/v3@${ETCD_VERSION}"
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w" -o "$out" go.etcd.io/etcd/server/v3
   )
   log "etcd: $("$out" --version | head -1)"

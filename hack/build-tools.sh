@@ -2,17 +2,11 @@
 # Builds the tools the chart tests use from the Go module proxy into $BIN_DIR/tools: helm, and
 # cert-manager's controller and cainjector, plus cert-manager's and the Prometheus Operator's CRDs.
 # Cached: a second run is a no-op.
-set -euo pipefail
-
-here=$(cd "$(dirname "$0")" && pwd)
-# shellcheck source=versions.env
-source "$here/versions.env"
-bin_dir=${BIN_DIR:-$here/../bin}
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh" tools
 tools="$bin_dir/tools"
 mkdir -p "$tools"
 tools=$(cd "$tools" && pwd)
-
-log() { printf '[tools] %s\n' "$*" >&2; }
 
 # build_in_module <module@version> <package> <output> [go.mod lines...]: builds one package in a throwaway
 # module, so none of these tools' dependencies enter leasegate's go.mod.
@@ -27,8 +21,8 @@ build_in_module() {
     printf 'module leasegate.local/tools\n\ngo 1.26\n' >go.mod
     for line in "$@"; do echo "$line" >>go.mod; done
     printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
-    GOFLAGS=-mod=mod go get "$module" >/dev/null 2>&1
-    GOFLAGS=-mod=mod go mod tidy >/dev/null 2>&1 || true
+    quiet env GOFLAGS=-mod=mod go get "$module"
+    quiet env GOFLAGS=-mod=mod go mod tidy
     CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$out" "$pkg"
   )
 }

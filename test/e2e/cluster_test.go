@@ -1007,8 +1007,9 @@ certificates:
 				g.Expect(claims).To(HaveLen(1))
 				leader := claims[0].pod
 				for _, p := range pods {
-					lines := podLog(ctx, node, p.Name, "orders")
-					g.Expect(lines).NotTo(BeEmpty())
+					// Only what each replica wrote since the component came back counts.
+					lines := podLogSince(ctx, node, p.Name, "orders", restarted)
+					g.Expect(lines).NotTo(BeEmpty(), "%s has written nothing since %s came back", p.Name, component)
 					last := lines[len(lines)-1]
 					if p.Name == leader {
 						g.Expect(last).To(HaveSuffix("allowed"), "the new leader %s", p.Name)
@@ -1397,7 +1398,16 @@ func containerID(pod *corev1.Pod, name string) string {
 
 // podLog is the container's log, a line per element.
 func podLog(ctx context.Context, node *cluster.Node, pod, container string) []string {
-	raw, err := node.Client.CoreV1().Pods(app).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
+	return podLogSince(ctx, node, pod, container, time.Time{})
+}
+
+// podLogSince is the container's log from since on (all of it for a zero time).
+func podLogSince(ctx context.Context, node *cluster.Node, pod, container string, since time.Time) []string {
+	opts := &corev1.PodLogOptions{Container: container}
+	if !since.IsZero() {
+		opts.SinceTime = &metav1.Time{Time: since}
+	}
+	raw, err := node.Client.CoreV1().Pods(app).GetLogs(pod, opts).DoRaw(ctx)
 	Expect(err).NotTo(HaveOccurred())
 	text := strings.TrimSpace(string(raw))
 	if text == "" {

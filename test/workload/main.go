@@ -53,6 +53,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "workload:", err)
 		os.Exit(2)
 	}
+	// A write that gets no answer (its API server died with the connection open) fails after a while,
+	// and the next one is tried, as a careful app's would be.
+	config.Timeout = 5 * time.Second
 	client := kubernetes.NewForConfigOrDie(config)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()

@@ -1,0 +1,24 @@
+# Sourced by the hack/ build scripts, with the prefix their log lines carry:
+#   source "$(dirname "$0")/lib.sh" controlplane
+# It sets what they all need: strict mode, `here` (this folder), the pinned versions, `bin_dir` (BIN_DIR
+# or bin/), `log`, and `quiet`, which runs a noisy command and shows its output only when it fails.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=versions.env
+source "$here/versions.env"
+bin_dir=${BIN_DIR:-$here/../bin}
+log_prefix=$1
+
+log() { printf '[%s] %s\n' "$log_prefix" "$*" >&2; }
+
+# quiet <command...>: runs it; on failure prints what it said and fails, rather than leaving the next step
+# to fail on what this one did not do.
+quiet() {
+  local out
+  if ! out=$("$@" 2>&1); then
+    log "failed in $PWD: $*"
+    printf '%s\n' "$out" >&2
+    return 1
+  fi
+}
