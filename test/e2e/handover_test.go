@@ -26,7 +26,9 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		plugin, err = framework.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
 		Expect(err).NotTo(HaveOccurred())
 	})
-	handover := func(args ...string) (string, int) { return runPlugin(plugin, kubeconfig, append([]string{"handover"}, args...)...) }
+	handover := func(args ...string) (string, int) {
+		return runPlugin(plugin, kubeconfig, append([]string{"handover"}, args...)...)
+	}
 
 	It("moves the lease to the named Ready candidate with no two leaders at any sample, and a follower cannot ask", func(ctx SpecContext) {
 		ns := labelledNamespace(ctx, optedIn)
