@@ -901,6 +901,7 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 			}
 			return serials
 		}
+		guardOrders(ctx, node)
 		load := startAdmissionLoad(ctx, node)
 
 		for _, rotation := range []struct{ name, certificate string }{
@@ -982,6 +983,9 @@ certificates:
 			// the server returns, and within the webhook's own leader election's renew deadline (10 s).
 			outage = 6 * time.Second
 		)
+		// Its own guard: a helm upgrade before (the bring-your-own-certificate spec) resets leasegate-config
+		// to the chart's, as helm does with any field the chart renders.
+		guardOrders(ctx, node)
 		pods := awaitRunning(ctx, node, "orders", 3)
 		claimsNow := func() []claim { return claimsOf(pods) }
 		for _, component := range []string{"kube-apiserver", "etcd"} {
@@ -1006,15 +1010,21 @@ certificates:
 				claims := claimsNow()
 				g.Expect(claims).To(HaveLen(1))
 				leader := claims[0].pod
+				seen := fmt.Sprintf("agents: %s leads; lease holder %q", leader, holder(ctx, node, "orders"))
+
 				for _, p := range pods {
 					// Only what each replica wrote since the component came back counts.
 					lines := podLogSince(ctx, node, p.Name, "orders", restarted)
-					g.Expect(lines).NotTo(BeEmpty(), "%s has written nothing since %s came back", p.Name, component)
+					seen += fmt.Sprintf("; %s wrote %d lines since, last %q", p.Name, len(lines), lastOf(lines))
+				}
+				for _, p := range pods {
+					lines := podLogSince(ctx, node, p.Name, "orders", restarted)
+					g.Expect(lines).NotTo(BeEmpty(), "%s has written nothing since %s came back (%s)", p.Name, component, seen)
 					last := lines[len(lines)-1]
 					if p.Name == leader {
-						g.Expect(last).To(HaveSuffix("allowed"), "the new leader %s", p.Name)
+						g.Expect(last).To(HaveSuffix("allowed"), "the new leader %s (%s)", p.Name, seen)
 					} else {
-						g.Expect(last).To(ContainSubstring(`denied the request: leasegate: pod `+app+"/"+p.Name), "follower %s", p.Name)
+						g.Expect(last).To(ContainSubstring(`denied the request: leasegate: pod `+app+"/"+p.Name), "follower %s (%s)", p.Name, seen)
 					}
 				}
 			}).WithTimeout(90 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
@@ -1032,6 +1042,28 @@ certificates:
 		}
 	})
 })
+
+// guardOrders makes sure leasegate-config guards the orders replicas' ConfigMap writes with their lease,
+// and waits until the fence refuses a follower's.
+func guardOrders(ctx context.Context, node *cluster.Node) {
+	const guard = `- {name: orders, lease: orders, serviceAccounts: [shop/orders], resources: [{group: "", resources: [configmaps]}]}`
+	cm, err := node.Client.CoreV1().ConfigMaps(leasegateNamespace).Get(ctx, "leasegate-config", metav1.GetOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	if !strings.Contains(cm.Data["config.yaml"], "name: orders,") {
+		cm.Data["config.yaml"] = strings.Replace(cm.Data["config.yaml"], "guards: []\n", "", 1) + "guards:\n" + guard + "\n"
+		_, err = node.Client.CoreV1().ConfigMaps(leasegateNamespace).Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+	}
+	Expect(framework.GrantConfigMapWrites(ctx, node.Client, app, "orders")).To(Or(Succeed(), MatchError(ContainSubstring("already exists"))))
+	Eventually(func(g Gomega) {
+		leader := holderPod(ctx, node, "orders")
+		for _, p := range listPods(ctx, node, "orders") {
+			if lines := podLog(ctx, node, p.Name, "orders"); p.Name != leader && len(lines) > 0 {
+				g.Expect(lines[len(lines)-1]).To(ContainSubstring(`denied the request: leasegate: pod `+app+"/"+p.Name), p.Name)
+			}
+		}
+	}).WithTimeout(30 * time.Second).Should(Succeed())
+}
 
 // admissionLoad sends, every 20 ms, a server-side dry-run pod creation that leasegate injects and a
 // dry-run guarded write from a follower of orders that the fence refuses: both call the webhook and
@@ -1399,6 +1431,13 @@ func containerID(pod *corev1.Pod, name string) string {
 // podLog is the container's log, a line per element.
 func podLog(ctx context.Context, node *cluster.Node, pod, container string) []string {
 	return podLogSince(ctx, node, pod, container, time.Time{})
+}
+
+func lastOf(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return lines[len(lines)-1]
 }
 
 // podLogSince is the container's log from since on (all of it for a zero time).
