@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
@@ -96,23 +97,29 @@ func Handover(ctx context.Context, cs kubernetes.Interface, opts HandoverOptions
 	}
 
 	leases := cs.CoordinationV1().Leases(opts.Namespace)
-	current, err := leases.Get(ctx, opts.Lease, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != request.From {
-		return nil, fmt.Errorf("lease %s/%s changed hands to %q while the handover was prepared; run it again", opts.Namespace, opts.Lease, holder)
-	}
-	metav1.SetMetaDataAnnotation(&current.ObjectMeta, contract.HandoverFrom, request.From)
-	if request.To != "" {
-		metav1.SetMetaDataAnnotation(&current.ObjectMeta, contract.HandoverTo, request.To)
-	} else {
-		delete(current.Annotations, contract.HandoverTo)
-	}
-	asked := time.Now()
-	// An update, not a patch: its compare-and-swap fails if the holder renewed in between only when
-	// something else changed too, and never records a request against a holder that has since changed.
-	updated, err := leases.Update(ctx, current, metav1.UpdateOptions{FieldManager: "kubectl-leasegate"})
+	// An update, not a patch: its compare-and-swap never records a request against a holder that has
+	// changed since it was read. A renewal in between (every retry period) is a conflict that says nothing
+	// about the holder, so the request is read and written again.
+	var updated *coordinationv1.Lease
+	var asked time.Time
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		current, err := leases.Get(ctx, opts.Lease, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != request.From {
+			return fmt.Errorf("lease %s/%s changed hands to %q while the handover was prepared; run it again", opts.Namespace, opts.Lease, holder)
+		}
+		metav1.SetMetaDataAnnotation(&current.ObjectMeta, contract.HandoverFrom, request.From)
+		if request.To != "" {
+			metav1.SetMetaDataAnnotation(&current.ObjectMeta, contract.HandoverTo, request.To)
+		} else {
+			delete(current.Annotations, contract.HandoverTo)
+		}
+		asked = time.Now()
+		updated, err = leases.Update(ctx, current, metav1.UpdateOptions{FieldManager: "kubectl-leasegate"})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("recording the handover on lease %s/%s: %w", opts.Namespace, opts.Lease, err)
 	}

@@ -2,6 +2,7 @@ package leaderservice
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -105,8 +106,16 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "LeaderServiceInvalid", "Reconcile", "%v", err)
 		return reconcile.Result{}, r.removeCompanion(ctx, req.NamespacedName)
 	}
-	if companion, err = r.applyCompanion(ctx, companion); err != nil {
+	switch stored, err := r.applyCompanion(ctx, companion); {
+	case errors.Is(err, errNotOurs):
+		// Nothing to retry until someone renames one of the two Services.
+		r.Recorder.Eventf(svc, nil, corev1.EventTypeWarning, "LeaderServiceInvalid", "Reconcile",
+			"Service %s/%s: %v", companion.Namespace, companion.Name, err)
+		return reconcile.Result{}, nil
+	case err != nil:
 		return reconcile.Result{}, fmt.Errorf("writing Service %s/%s: %w", companion.Namespace, companion.Name, err)
+	default:
+		companion = stored
 	}
 
 	now := time.Now()
@@ -134,6 +143,9 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	return reconcile.Result{RequeueAfter: max(recheck.Sub(now), time.Millisecond)}, nil
 }
 
+// errNotOurs is a Service of the companion's name that leasegate did not make.
+var errNotOurs = errors.New("a Service of that name exists and is not leasegate's: rename it or the opted-in Service")
+
 // applyCompanion creates the companion or updates what differs, and returns it as stored (its UID owns
 // the slice).
 func (r *Reconciler) applyCompanion(ctx context.Context, want *corev1.Service) (*corev1.Service, error) {
@@ -144,7 +156,7 @@ func (r *Reconciler) applyCompanion(ctx context.Context, want *corev1.Service) (
 	case err != nil:
 		return nil, err
 	case !IsCompanion(current) || current.Labels[contract.LeaderOf] != want.Labels[contract.LeaderOf]:
-		return nil, fmt.Errorf("a Service of that name exists and is not leasegate's: rename it or the opted-in Service")
+		return nil, errNotOurs
 	}
 	if apiequality.Semantic.DeepEqual(current.Labels, want.Labels) && apiequality.Semantic.DeepEqual(current.OwnerReferences, want.OwnerReferences) &&
 		samePorts(current.Spec.Ports, want.Spec.Ports) {

@@ -38,11 +38,8 @@ func (h Handover) Bars(j Judgement, released *coordinationv1.LeaseSpec, identity
 	if h.From == "" || j.State == Held {
 		return time.Time{}, false
 	}
-	if released.RenewTime == nil || released.LeaseDurationSeconds == nil {
-		return time.Time{}, false
-	}
-	until := released.RenewTime.Add(time.Duration(*released.LeaseDurationSeconds)*time.Second + clockSkewMargin)
-	if !now.Before(until) {
+	until, renewed := inForceUntil(released, clockSkewMargin)
+	if !renewed || !now.Before(until) {
 		return time.Time{}, false
 	}
 	pod, _, _ := ParseIdentity(identity)

@@ -51,14 +51,24 @@ func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.D
 		return Judgement{State: Released}
 	}
 	j := Judgement{Holder: *spec.HolderIdentity, State: Expired}
-	if spec.RenewTime == nil || spec.LeaseDurationSeconds == nil {
+	expires, renewed := inForceUntil(spec, clockSkewMargin)
+	if !renewed {
 		return j
 	}
-	j.ExpiresAt = spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds)*time.Second + clockSkewMargin)
+	j.ExpiresAt = expires
 	if now.Before(j.ExpiresAt) {
 		j.State = Held
 	}
 	return j
+}
+
+// inForceUntil is when a lease renewed as spec says stops being in force, whoever it names:
+// renewTime + leaseDurationSeconds + clockSkewMargin. renewed is false without a renew time or duration.
+func inForceUntil(spec *coordinationv1.LeaseSpec, clockSkewMargin time.Duration) (until time.Time, renewed bool) {
+	if spec.RenewTime == nil || spec.LeaseDurationSeconds == nil {
+		return time.Time{}, false
+	}
+	return spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds)*time.Second + clockSkewMargin), true
 }
 
 // Acquirable reports whether identity may take the lease: nobody holds it, or identity already does.
