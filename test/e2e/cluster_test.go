@@ -602,16 +602,20 @@ var _ = Describe("leasegate on a real single-node cluster", Label("cluster"), Or
 				"the Service's named targetPort resolves to the gate (the port after the agent's), not the app's 8080")
 		}
 		By("gRPC through the same Service: the leader serves, followers answer UNAVAILABLE naming the holder")
-		// kube-proxy programs a new Service within a second or two; until then its address may still lead
-		// to whatever had it before.
-		Eventually(func() (string, error) {
-			resp, err := http.Get("http://" + svc.Spec.ClusterIP + "/ready")
+		// kube-proxy programs a Service's endpoints a sync period after they become Ready, the leader's
+		// usually first: until it has all three, every call lands on the leader and no follower is asked.
+		// New connections until each replica has answered one.
+		answeredBy := map[string]bool{}
+		probe := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
+		Eventually(func() (map[string]bool, error) {
+			resp, err := probe.Get("http://" + svc.Spec.ClusterIP + "/ready")
 			if err != nil {
-				return "", err
+				return answeredBy, err
 			}
 			resp.Body.Close()
-			return resp.Header.Get("X-Served-By"), nil
-		}).WithTimeout(30*time.Second).Should(HavePrefix("storefront-"), "kube-proxy has programmed the Service")
+			answeredBy[resp.Header.Get("X-Served-By")] = true
+			return answeredBy, nil
+		}).WithTimeout(30*time.Second).WithPolling(20*time.Millisecond).Should(HaveLen(3), "kube-proxy sends the Service's connections to all three replicas")
 		Eventually(func() string { return holderPod(ctx, node, "storefront") }).WithTimeout(30*time.Second).ShouldNot(BeEmpty(), "a leader is elected")
 		var grpcServed, grpcRefused int
 		for grpcServed+grpcRefused < 30 {
