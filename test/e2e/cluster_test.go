@@ -45,7 +45,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/cli"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/e2e/cluster"
+	"github.com/leasegate/leasegate/test/framework/cluster"
 	"github.com/leasegate/leasegate/test/framework"
 )
 

@@ -268,7 +268,7 @@ imageGCLowThresholdPercent: 99
 // importPause builds the sandbox image (containerd 1.6's default name) and imports it: nothing can be
 // pulled here.
 func (n *Node) importPause() error {
-	binary, err := framework.BuildBinary(n.Dir, "./test/e2e/cluster/pause", "pause")
+	binary, err := framework.BuildBinary(n.Dir, "./test/framework/cluster/pause", "pause")
 	if err != nil {
 		return err
 	}
