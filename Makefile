@@ -95,12 +95,13 @@ test: $(CONTROLPLANE_DEP) $(HELM) images ## Unit, integration and e2e tests agai
 ROOT := $(filter 0,$(shell id -u))
 
 .PHONY: e2e
-e2e: $(CONTROLPLANE_DEP) $(HELM) $(if $(ROOT),cluster-prerequisites) ## The whole Ginkgo e2e suite, verbose (as root with the real-cluster specs).
-	$(GO) test -v -count=1 -timeout 40m ./test/e2e/ -ginkgo.v $(if $(ROOT),-cluster)
+e2e: $(CONTROLPLANE_DEP) $(HELM) $(if $(ROOT),cluster-prerequisites) ## The Ginkgo e2e suite, verbose (as root, then the real-cluster suite).
+	$(GO) test -v -count=1 -timeout 40m ./test/e2e/ -ginkgo.v
+	$(if $(ROOT),$(CLUSTER_SUITE) -ginkgo.v)
 
 # The real-cluster specs run as root: they make a bridge, iptables chains, cgroups and mounts, and remove
 # them. The Debian packages they need are installed when missing.
-CLUSTER_SUITE := $(GO) test -v -count=1 -timeout 40m ./test/e2e/ -cluster -ginkgo.label-filter=cluster
+CLUSTER_SUITE := $(GO) test -v -count=1 -timeout 40m ./test/realcluster/ -cluster
 
 .PHONY: cluster-prerequisites
 cluster-prerequisites: cluster-binaries $(HELM)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -15,7 +16,6 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/test/framework"
@@ -180,7 +180,7 @@ var _ = Describe("The leader agent", func() {
 		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 
-		holders := watchHolders(ctx, ns)
+		holders := watchLeaseOf(ctx, ns)
 		signalled := time.Now()
 		Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
 		next, handover := timeUntilOneLeads(others(agents, leader), signalled, 5*time.Second)
@@ -189,8 +189,8 @@ var _ = Describe("The leader agent", func() {
 
 		Expect(leader.WaitExit(ctx, time.Second)).To(BeTrue(), "the agent must exit within a second of SIGTERM")
 		Expect(leader.ExitCode()).To(Equal(0))
-		Eventually(holders.list).Should(ContainElements(leader.Pod.Identity(), "", next.Pod.Identity()))
-		Expect(holders.list()).To(HaveExactElements(leader.Pod.Identity(), "", next.Pod.Identity()),
+		Eventually(holders.Holders).Should(ContainElements(leader.Pod.Identity(), "", next.Pod.Identity()))
+		Expect(holders.Holders()).To(HaveExactElements(leader.Pod.Identity(), "", next.Pod.Identity()),
 			"the lease goes from the old leader to released to the new leader, nothing in between")
 		Expect(leader.Logs()).To(ContainSubstring("Released the lease"))
 	})
@@ -268,16 +268,16 @@ var _ = Describe("The leader agent", func() {
 	It("never has two agents claiming leadership at once through repeated handovers and crashes", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
-		sampler := sampleClaims(ctx, agents)
+		sampler, swap := sampleAgentClaims(agents)
 
 		for round := range 6 {
 			sig := syscall.SIGTERM
 			if round%2 == 1 {
 				sig = syscall.SIGKILL
 			}
-			sampler.replace(failOver(ctx, agents, sig))
+			swap(failOver(ctx, agents, sig))
 		}
-		rounds, violations := sampler.stop()
+		rounds, violations := sampler.Stop()
 		GinkgoWriter.Printf("sampled %d rounds of /leader across 6 failovers\n", rounds)
 		Expect(rounds).To(BeNumerically(">", 100))
 		Expect(violations).To(BeEmpty())
@@ -350,102 +350,47 @@ current-context: c
 	return path
 }
 
-// holderLog records every holder identity the Lease takes, in order, as a watch delivers it.
-type holderLog struct {
-	mu      sync.Mutex
-	holders []string
-}
-
-func (h *holderLog) list() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.holders...)
-}
-
-func watchHolders(ctx context.Context, namespace string) *holderLog {
-	w, err := controlPlane.Client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("metadata.name", leaseName).String(),
-	})
+// watchLeaseOf follows the namespace's worker Lease until the spec ends.
+func watchLeaseOf(ctx context.Context, namespace string) *framework.LeaseWatch {
+	w, err := framework.WatchLease(ctx, controlPlane.Client, namespace, leaseName)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
-	h := &holderLog{}
-	go func() {
-		for event := range w.ResultChan() {
-			l, ok := event.Object.(*coordinationv1.Lease)
-			if !ok {
+	return w
+}
+
+// sampleAgentClaims asks the agents in turn, through their /leader, whether they lead, until the sampler
+// is stopped; swap replaces an agent restarted in place (failOver) in the agents asked.
+func sampleAgentClaims(agents []*framework.Agent) (sampler *framework.ClaimsSampler, swap func(old, new *framework.Agent)) {
+	var mu sync.Mutex
+	asked := slices.Clone(agents)
+	sampler = framework.SampleClaims(func() []framework.Claim {
+		mu.Lock()
+		current := slices.Clone(asked)
+		mu.Unlock()
+		var claims []framework.Claim
+		for _, a := range current {
+			at := time.Now()
+			status, err := a.Leader()
+			if err != nil || !status.IsLeader {
 				continue
 			}
-			holder := ""
-			if l.Spec.HolderIdentity != nil {
-				holder = *l.Spec.HolderIdentity
+			claim := framework.Claim{Pod: a.Pod.Name, Asked: at}
+			// A multi-cluster agent's since is its local candidacy, not its global leadership: the
+			// sampler counts that claim from its first answer instead.
+			if status.Since != nil && status.GlobalHolder == "" {
+				claim.Since = *status.Since
 			}
-			h.mu.Lock()
-			if len(h.holders) == 0 || h.holders[len(h.holders)-1] != holder {
-				h.holders = append(h.holders, holder)
-			}
-			h.mu.Unlock()
+			claims = append(claims, claim)
 		}
-	}()
-	return h
-}
-
-// claimSampler asks every agent's /leader, one after another, in rounds, and records each round in which
-// more than one agent claims leadership.
-type claimSampler struct {
-	mu         sync.Mutex
-	agents     []*framework.Agent
-	rounds     int
-	violations []string
-	done       chan struct{}
-	stopped    chan struct{}
-}
-
-func sampleClaims(ctx context.Context, agents []*framework.Agent) *claimSampler {
-	s := &claimSampler{agents: append([]*framework.Agent(nil), agents...), done: make(chan struct{}), stopped: make(chan struct{})}
-	go func() {
-		defer close(s.stopped)
-		for {
-			select {
-			case <-s.done:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(10 * time.Millisecond):
+		return claims
+	})
+	return sampler, func(old, new *framework.Agent) {
+		mu.Lock()
+		defer mu.Unlock()
+		for i := range asked {
+			if asked[i] == old {
+				asked[i] = new
 			}
-			s.mu.Lock()
-			current := append([]*framework.Agent(nil), s.agents...)
-			s.mu.Unlock()
-			var claims []string
-			for _, a := range current {
-				if a.IsLeader() {
-					claims = append(claims, a.Pod.Name)
-				}
-			}
-			s.mu.Lock()
-			s.rounds++
-			if len(claims) > 1 {
-				s.violations = append(s.violations, fmt.Sprintf("%s at %s", claims, time.Now().Format(time.RFC3339Nano)))
-			}
-			s.mu.Unlock()
-		}
-	}()
-	return s
-}
-
-func (s *claimSampler) replace(old, new *framework.Agent) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i := range s.agents {
-		if s.agents[i] == old {
-			s.agents[i] = new
 		}
 	}
-}
-
-func (s *claimSampler) stop() (int, []string) {
-	close(s.done)
-	<-s.stopped
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.rounds, s.violations
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"crypto/x509"
-	"encoding/pem"
 	"fmt"
 	"net/http"
 	"os"
@@ -338,9 +337,7 @@ func readyCondition(obj *unstructured.Unstructured) string {
 }
 
 func parseCertificate(data []byte) *x509.Certificate {
-	block, _ := pem.Decode(data)
-	Expect(block).NotTo(BeNil(), "no PEM block")
-	cert, err := x509.ParseCertificate(block.Bytes)
+	cert, err := framework.ParseCertificate(data)
 	Expect(err).NotTo(HaveOccurred())
 	return cert
 }

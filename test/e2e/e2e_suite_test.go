@@ -1,6 +1,6 @@
 // Package e2e is leasegate's end-to-end suite: the built binaries against a real kube-apiserver and etcd,
-// authenticating with real pod-bound service account tokens; and, labelled "cluster" and run with
-// -cluster, leasegate installed with Helm into a whole single-node cluster this suite starts.
+// authenticating with real pod-bound service account tokens. The whole single-node cluster has its own
+// suite, test/realcluster.
 package e2e
 
 import (
@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	. "github.com/onsi/ginkgo/v2"
-	"github.com/onsi/ginkgo/v2/types"
 	. "github.com/onsi/gomega"
 
 	"github.com/leasegate/leasegate/test/framework"
@@ -31,9 +30,6 @@ func TestE2E(t *testing.T) {
 }
 
 var _ = BeforeSuite(func() {
-	if !envtestSpecsRun() {
-		return
-	}
 	var err error
 	By("starting kube-apiserver and etcd")
 	controlPlane, err = framework.StartControlPlane()
@@ -57,13 +53,6 @@ var _ = BeforeSuite(func() {
 		}
 	})
 })
-
-// envtestSpecsRun says whether this run has specs that use the shared control plane and webhook: a run
-// of only the real-cluster specs (-ginkgo.label-filter=cluster) starts neither.
-func envtestSpecsRun() bool {
-	filter, err := types.ParseLabelFilter(GinkgoLabelFilter())
-	return err != nil || filter([]string{})
-}
 
 var namespaces atomic.Int32
 

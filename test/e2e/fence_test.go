@@ -12,7 +12,6 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -256,7 +255,7 @@ var _ = Describe("The fence", Serial, func() {
 		setConfig(ctx, guardConfig(ns, "deny", "deny"))
 		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
 		soleLeader(agents)
-		holder := watchHolder(ctx, ns)
+		holder := watchLeaseOf(ctx, ns)
 
 		var attempts, admitted, ambiguous atomic.Int64
 		var violations []string
@@ -275,22 +274,22 @@ var _ = Describe("The fence", Serial, func() {
 						return
 					default:
 					}
-					before := holder.Load()
+					before := holder.Holder()
 					err := writeConfigMap(ctx, c, ns, "race-"+a.Pod.Name, a.Pod.Name)
 					// This watch and the webhook's cache see a change of holder a few milliseconds
 					// apart; looking again after a pause classes every attempt near a change as one.
 					time.Sleep(20 * time.Millisecond)
-					after := holder.Load()
+					after := holder.Holder()
 					attempts.Add(1)
 					if err == nil {
 						admitted.Add(1)
 					}
 					switch {
-					case *before != *after:
+					case before != after:
 						ambiguous.Add(1) // the lease changed hands around the attempt
-					case err == nil && *before != a.Pod.Identity():
+					case err == nil && before != a.Pod.Identity():
 						mu.Lock()
-						violations = append(violations, fmt.Sprintf("%s wrote while %s held the lease", a.Pod.Name, *before))
+						violations = append(violations, fmt.Sprintf("%s wrote while %s held the lease", a.Pod.Name, before))
 						mu.Unlock()
 					}
 				}
@@ -310,28 +309,5 @@ var _ = Describe("The fence", Serial, func() {
 		Expect(admitted.Load()).To(BeNumerically(">", 100), "the holders' writes pass")
 	})
 })
-
-// watchHolder keeps the Lease's current holder identity, as a watch delivers it.
-func watchHolder(ctx context.Context, namespace string) *atomic.Pointer[string] {
-	var current atomic.Pointer[string]
-	empty := ""
-	current.Store(&empty)
-	l, err := controlPlane.Client.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
-	Expect(err).NotTo(HaveOccurred())
-	current.Store(ptr.To(ptr.Deref(l.Spec.HolderIdentity, "")))
-	w, err := controlPlane.Client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{
-		FieldSelector: "metadata.name=" + leaseName, ResourceVersion: l.ResourceVersion,
-	})
-	Expect(err).NotTo(HaveOccurred())
-	DeferCleanup(w.Stop)
-	go func() {
-		for event := range w.ResultChan() {
-			if l, ok := event.Object.(*coordinationv1.Lease); ok {
-				current.Store(ptr.To(ptr.Deref(l.Spec.HolderIdentity, "")))
-			}
-		}
-	}()
-	return &current
-}
 
 var _ rest.WarningHandler = (*warnings)(nil)

@@ -43,7 +43,7 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		leader := soleLeader(agents)
 		followers := others(agents, leader)
 		target, bystander := followers[0], followers[1]
-		claims := sampleClaims(ctx, agents)
+		claims, _ := sampleAgentClaims(agents)
 
 		By("refusing a follower's request at the lease guard: replicas share the right to update the lease")
 		bystanderClient, _ := clientFor(bystander.Pod.Kubeconfig)
@@ -84,7 +84,7 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		next := soleLeader(agents)
 		Expect(next).NotTo(Equal(target))
 
-		rounds, violations := claims.stop()
+		rounds, violations := claims.Stop()
 		Expect(violations).To(BeEmpty(), "two agents claimed at once")
 		GinkgoWriter.Printf("%d samples, no two leaders\n", rounds)
 	})

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -43,7 +44,9 @@ var _ = Describe("A leader Service", func() {
 			},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		routes := watchRoutes(ctx, controlPlane.Client, ns, "orders", "orders-leader")
+		routes, err := framework.WatchRoutes(ctx, controlPlane.Client, ns, "orders", "orders-leader")
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(routes.Stop)
 		agents := startInjectedAgents(ctx, pods)
 
 		routedTo := func(g Gomega) string {
@@ -84,11 +87,11 @@ var _ = Describe("A leader Service", func() {
 			return slice.Endpoints
 		}).WithTimeout(10 * time.Second).Should(BeEmpty())
 
-		report := routes.report()
-		Expect(report.violations).To(BeEmpty(), "the slice was written to route to a pod that did not hold the lease")
-		Expect(report.lags).To(HaveLen(6), "one routing per holder: the first and five handovers")
+		report := routes.Report()
+		Expect(report.Violations).To(BeEmpty(), "the slice was written to route to a pod that did not hold the lease")
+		Expect(report.Lags).To(HaveLen(6), "one routing per holder: the first and five handovers")
 		GinkgoWriter.Printf("routing lag from the lease's new holder to the slice: %s; old holder still routed after it lost the lease: %s\n",
-			medianMax(report.lags), medianMax(report.stale))
+			medianMax(report.Lags), medianMax(report.Stale))
 
 		By("refusing a write to the slice from anyone but leasegate, even with RBAC to write slices")
 		_, err = controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
@@ -139,3 +142,13 @@ var _ = Describe("A leader Service", func() {
 		}).WithTimeout(10 * time.Second).Should(BeTrue())
 	})
 })
+
+// medianMax formats durations as "median m, max x".
+func medianMax(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "none"
+	}
+	sorted := slices.Clone(ds)
+	slices.Sort(sorted)
+	return fmt.Sprintf("median %s, max %s (%d)", sorted[len(sorted)/2].Round(100*time.Microsecond), sorted[len(sorted)-1].Round(100*time.Microsecond), len(sorted))
+}

@@ -79,7 +79,7 @@ type mclCandidate struct {
 var (
 	multiclusterRuns    = flag.Int("multicluster.runs", 1, "handovers, crashes and partitions per measured figure in the multi-cluster specs (`make bench`: 20)")
 	multiclusterReport  = flag.String("multicluster.report", "", "write the multi-cluster figures as a markdown table to this file")
-	multiclusterFigures figureTable
+	multiclusterFigures framework.FigureTable
 )
 
 var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, func() {
@@ -133,10 +133,10 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	}
 
 	AfterAll(func() {
-		if multiclusterFigures.empty() {
+		if multiclusterFigures.Empty() {
 			return
 		}
-		table := strings.Replace(multiclusterFigures.markdown(*multiclusterRuns), "Real single-node cluster", "Two clusters on a three-member etcd (TTL 5 s)", 1)
+		table := multiclusterFigures.Markdown(fmt.Sprintf("Two clusters on a three-member etcd (TTL 5 s), %d runs per failover figure", *multiclusterRuns))
 		AddReportEntry("multi-cluster figures", table)
 		if *multiclusterReport != "" {
 			Expect(os.WriteFile(*multiclusterReport, []byte(table), 0o644)).To(Succeed())
@@ -200,8 +200,8 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 			Eventually(func() bool { return next.standing(ctx) }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
 		}
 		tokens.observe(ctx, a, b)
-		multiclusterFigures.durations("graceful handover across clusters (release)", handovers)
-		multiclusterFigures.durations(fmt.Sprintf("crash takeover across clusters (TTL %s)", mclLeaseDuration), takeovers)
+		multiclusterFigures.Durations("graceful handover across clusters (release)", handovers)
+		multiclusterFigures.Durations(fmt.Sprintf("crash takeover across clusters (TTL %s)", mclLeaseDuration), takeovers)
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
@@ -230,8 +230,8 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 			}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
 			Consistently(leader.acting.Load, time.Second, 20*time.Millisecond).Should(BeFalse())
 		}
-		multiclusterFigures.durations("partition: the cut leader stops acting", stepDowns)
-		multiclusterFigures.durations("partition: from the cut leader's stop to the other cluster's start (margin)", margins)
+		multiclusterFigures.Durations("partition: the cut leader stops acting", stepDowns)
+		multiclusterFigures.Durations("partition: from the cut leader's stop to the other cluster's start (margin)", margins)
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
@@ -430,7 +430,7 @@ guards:
 				clusterOf[agent] = c
 			}
 		}
-		claims := sampleClaims(ctx, agents)
+		claims, _ := sampleAgentClaims(agents)
 
 		leader := soleAgentLeader(agents, 20*time.Second)
 		Eventually(func(g Gomega) {
@@ -481,7 +481,7 @@ guards:
 		handover := time.Since(terminated)
 		AddReportEntry("multicluster agents", fmt.Sprintf("crash takeover %s, release handover %s", crash, handover))
 		Expect(handover).To(BeNumerically("<", time.Second))
-		_, overlaps := claims.stop()
+		_, overlaps := claims.Stop()
 		Expect(overlaps).To(BeEmpty())
 	})
 
@@ -519,7 +519,7 @@ guards:
 		Expect(controller.Signal(syscall.SIGSTOP)).To(Succeed())
 		stopped := time.Now()
 		Eventually(inB.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
-		multiclusterFigures.value("controller SIGSTOPped: the other cluster leads after", roundDuration(time.Since(stopped)).String())
+		multiclusterFigures.Value("controller SIGSTOPped: the other cluster leads after", framework.RoundDuration(time.Since(stopped)).String())
 		time.Sleep(time.Until(stopped.Add(mclLeaseDuration + time.Second))) // past the backend lease, whatever the takeover took
 
 		By("SIGCONT: A's status never names a-0 as leader while B leads, and comes to name b-0")
@@ -535,7 +535,7 @@ guards:
 		Expect(monitor.overlaps()).To(BeEmpty())
 		rss, err := controller.RSSBytes()
 		Expect(err).NotTo(HaveOccurred())
-		multiclusterFigures.value("leasegate-webhook RSS with the election controller (all caches, one MultiClusterLease)", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)))
+		multiclusterFigures.Value("leasegate-webhook RSS with the election controller (all caches, one MultiClusterLease)", fmt.Sprintf("%.1f MiB", float64(rss)/(1<<20)))
 	})
 
 	It("never has two leaders with one controller's clock an hour ahead and running 10% fast, and another's 10% slow", func(ctx SpecContext) {

@@ -1,4 +1,4 @@
-package e2e
+package framework
 
 import (
 	"context"
@@ -8,8 +8,6 @@ import (
 	"sync"
 	"time"
 
-	. "github.com/onsi/ginkgo/v2"
-	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -31,20 +29,22 @@ type routeVersion struct {
 	ready int // slices only: how many ready endpoints
 }
 
-// routeLog records every version of a lease and of the EndpointSlices of a Service that should route to
+// RouteLog records every version of a lease and of the EndpointSlices of a Service that should route to
 // its holder (a "<service>-leader" companion, or a readiness: leader Service). One API server and one
 // etcd number both kinds of object from one revision counter, so the two histories interleave exactly
 // from the lease's first delivered version on (each watch starts with the object as it is then).
 // The Service is expected to have one slice, as a few replicas make.
-type routeLog struct {
+type RouteLog struct {
 	mu             sync.Mutex
 	leases, slices []routeVersion
+	watches        []watch.Interface
 }
 
-func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, leaseName, service string) *routeLog {
-	log := &routeLog{}
+// WatchRoutes starts recording; Stop ends it.
+func WatchRoutes(ctx context.Context, client kubernetes.Interface, namespace, leaseName, service string) (*RouteLog, error) {
+	log := &RouteLog{}
 	follow := func(w watch.Interface, record func(watch.Event)) {
-		DeferCleanup(w.Stop)
+		log.watches = append(log.watches, w)
 		go func() {
 			for event := range w.ResultChan() {
 				record(event)
@@ -52,7 +52,9 @@ func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, le
 		}()
 	}
 	leases, err := client.CoordinationV1().Leases(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", leaseName).String()})
-	Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		return nil, err
+	}
 	follow(leases, func(e watch.Event) {
 		l, ok := e.Object.(*coordinationv1.Lease)
 		if !ok {
@@ -62,7 +64,10 @@ func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, le
 		log.add(&log.leases, l.ResourceVersion, pod, 0)
 	})
 	slices, err := client.DiscoveryV1().EndpointSlices(namespace).Watch(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + service})
-	Expect(err).NotTo(HaveOccurred())
+	if err != nil {
+		log.Stop()
+		return nil, err
+	}
 	follow(slices, func(e watch.Event) {
 		s, ok := e.Object.(*discoveryv1.EndpointSlice)
 		if !ok {
@@ -76,10 +81,17 @@ func watchRoutes(ctx context.Context, client kubernetes.Interface, namespace, le
 		}
 		log.add(&log.slices, s.ResourceVersion, pod, ready)
 	})
-	return log
+	return log, nil
 }
 
-func (r *routeLog) add(to *[]routeVersion, rv, pod string, ready int) {
+// Stop ends the watches; the record stays readable.
+func (r *RouteLog) Stop() {
+	for _, w := range r.watches {
+		w.Stop()
+	}
+}
+
+func (r *RouteLog) add(to *[]routeVersion, rv, pod string, ready int) {
 	n, err := strconv.ParseInt(rv, 10, 64)
 	if err != nil {
 		return
@@ -89,19 +101,20 @@ func (r *routeLog) add(to *[]routeVersion, rv, pod string, ready int) {
 	*to = append(*to, routeVersion{rv: n, pod: pod, seen: time.Now(), ready: ready})
 }
 
-// routeReport is what a routeLog shows: every slice version written to route to a pod that was not the
+// RouteReport is what a RouteLog shows: every slice version written to route to a pod that was not the
 // lease's holder at that revision (a leader Service has none), and per change of holder the lag until the slice named
 // the new one and the time the slice still named the old one after it lost the lease.
-type routeReport struct {
-	violations  []string
-	lags, stale []time.Duration
+type RouteReport struct {
+	Violations  []string
+	Lags, Stale []time.Duration
 }
 
-func (r *routeLog) report() routeReport {
+// Report reads the record so far.
+func (r *RouteLog) Report() RouteReport {
 	r.mu.Lock()
 	leases, slicesSeen := slices.Clone(r.leases), slices.Clone(r.slices)
 	r.mu.Unlock()
-	var rep routeReport
+	var rep RouteReport
 	holderAt := func(rv int64) (routeVersion, bool) {
 		i, _ := slices.BinarySearchFunc(leases, rv, func(v routeVersion, rv int64) int { return int(v.rv - rv) })
 		if i == 0 {
@@ -111,13 +124,13 @@ func (r *routeLog) report() routeReport {
 	}
 	for _, s := range slicesSeen {
 		if s.ready > 1 {
-			rep.violations = append(rep.violations, fmt.Sprintf("slice version %d has %d ready endpoints", s.rv, s.ready))
+			rep.Violations = append(rep.Violations, fmt.Sprintf("slice version %d has %d ready endpoints", s.rv, s.ready))
 		}
 		if s.pod == "" || len(leases) == 0 || s.rv < leases[0].rv {
 			continue // no endpoint, or written before the first version the lease watch delivered
 		}
 		if l, ok := holderAt(s.rv); !ok || l.pod != s.pod {
-			rep.violations = append(rep.violations, fmt.Sprintf("slice version %d routes to %s while lease version %d names %q", s.rv, s.pod, l.rv, l.pod))
+			rep.Violations = append(rep.Violations, fmt.Sprintf("slice version %d routes to %s while lease version %d names %q", s.rv, s.pod, l.rv, l.pod))
 		}
 	}
 	firstSlice := func(after int64, match func(routeVersion) bool) (routeVersion, bool) {
@@ -144,24 +157,14 @@ func (r *routeLog) report() routeReport {
 		}
 		if prev.pod != "" && sliceAt(next.rv).pod == prev.pod {
 			if s, ok := firstSlice(next.rv, func(s routeVersion) bool { return s.pod != prev.pod }); ok {
-				rep.stale = append(rep.stale, s.seen.Sub(next.seen))
+				rep.Stale = append(rep.Stale, s.seen.Sub(next.seen))
 			}
 		}
 		if next.pod != "" {
 			if s, ok := firstSlice(next.rv, func(s routeVersion) bool { return s.pod == next.pod }); ok {
-				rep.lags = append(rep.lags, s.seen.Sub(next.seen))
+				rep.Lags = append(rep.Lags, s.seen.Sub(next.seen))
 			}
 		}
 	}
 	return rep
-}
-
-// medianMax formats durations as "median m, max x".
-func medianMax(ds []time.Duration) string {
-	if len(ds) == 0 {
-		return "none"
-	}
-	sorted := slices.Clone(ds)
-	slices.Sort(sorted)
-	return fmt.Sprintf("median %s, max %s (%d)", sorted[len(sorted)/2].Round(100*time.Microsecond), sorted[len(sorted)-1].Round(100*time.Microsecond), len(sorted))
 }
