@@ -87,19 +87,70 @@ func clearStale() {
 	}
 }
 
+// start brings the components up in dependency order and waits until the node is Ready.
 func (n *Node) start(ctx context.Context, binaries string) error {
-	versions, err := framework.PinnedVersions()
-	if err != nil {
+	var err error
+	if n.pauseImage, err = pinnedPauseImage(); err != nil {
 		return err
 	}
-	n.pauseImage = versions["PAUSE_IMAGE"]
-	if n.pauseImage == "" {
-		return errors.New("hack/versions.env has no PAUSE_IMAGE")
+	if err := n.prepareState(); err != nil {
+		return err
 	}
-	bin := func(name string) string { return filepath.Join(binaries, name) }
-	path := func(parts ...string) string { return filepath.Join(append([]string{n.Dir}, parts...)...) }
+	if err := addBridge(); err != nil {
+		return err
+	}
+	if err := n.startEtcd(binaries); err != nil {
+		return err
+	}
+	if err := n.startAPIServer(ctx, binaries); err != nil {
+		return err
+	}
+	if err := n.startControllerManager(binaries); err != nil {
+		return err
+	}
+	if err := n.startScheduler(binaries); err != nil {
+		return err
+	}
+	if err := n.startContainerd(ctx); err != nil {
+		return err
+	}
+	if err := n.importPause(); err != nil {
+		return err
+	}
+	// kubelet and kube-proxy are the agents, which Stop ends before containerd.
+	started := len(n.processes)
+	defer func() { n.agents = len(n.processes) - started }()
+	if err := n.startKubelet(binaries); err != nil {
+		return err
+	}
+	if err := n.startKubeProxy(binaries); err != nil {
+		return err
+	}
+	return n.waitReady(ctx)
+}
+
+// pinnedPauseImage is the sandbox image's reference, PAUSE_IMAGE in hack/versions.env.
+func pinnedPauseImage() (string, error) {
+	versions, err := framework.PinnedVersions()
+	if err != nil {
+		return "", err
+	}
+	image := versions["PAUSE_IMAGE"]
+	if image == "" {
+		return "", errors.New("hack/versions.env has no PAUSE_IMAGE")
+	}
+	return image, nil
+}
+
+// path names a file or directory in the node's state directory.
+func (n *Node) path(parts ...string) string {
+	return filepath.Join(append([]string{n.Dir}, parts...)...)
+}
+
+// prepareState creates the components' state directories, the PKI, and their tokens and kubeconfigs.
+func (n *Node) prepareState() error {
 	for _, d := range []string{"etcd", "containerd/root", "containerd/state", "cni", "cni-ipam", "kubelet", "pod-logs"} {
-		if err := os.MkdirAll(path(d), 0o755); err != nil {
+		if err := os.MkdirAll(n.path(d), 0o755); err != nil {
 			return err
 		}
 	}
@@ -107,7 +158,12 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 		[]string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"}); err != nil {
 		return err
 	}
-	// Static tokens: no PKI toolchain needed for the components' identities.
+	return n.writeTokens()
+}
+
+// writeTokens writes kube-apiserver's token file and a kubeconfig per user. Static tokens: no PKI
+// toolchain needed for the components' identities.
+func (n *Node) writeTokens() error {
 	users := map[string]string{
 		"admin":     `admin-token,admin,admin,"system:masters"`,
 		"kubelet":   `kubelet-token,system:node:` + NodeName + `,kubelet,"system:nodes"`,
@@ -118,46 +174,52 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 	var tokens []string
 	for name, line := range users {
 		tokens = append(tokens, line)
-		if err := n.writeKubeconfig(path(name+".kubeconfig"), strings.Split(line, ",")[0]); err != nil {
+		if err := n.writeKubeconfig(n.path(name+".kubeconfig"), strings.Split(line, ",")[0]); err != nil {
 			return err
 		}
 	}
-	if err := os.WriteFile(path("tokens.csv"), []byte(strings.Join(tokens, "\n")+"\n"), 0o600); err != nil {
-		return err
-	}
-	if err := run("ip", "link", "add", bridge, "type", "bridge"); err != nil {
-		return err
-	}
-	if err := run("ip", "addr", "add", gateway+"/16", "dev", bridge); err != nil {
-		return err
-	}
-	if err := run("ip", "link", "set", bridge, "up"); err != nil {
-		return err
-	}
-	// The host reaches Services through kube-proxy's DNAT; a ClusterIP it has not programmed yet must
-	// not follow the host's default route off the machine: the service range goes to the bridge, where
-	// nothing answers for an unprogrammed address. The route goes with the bridge at teardown.
-	if err := run("ip", "route", "add", serviceCIDR, "dev", bridge); err != nil {
-		return err
-	}
+	return os.WriteFile(n.path("tokens.csv"), []byte(strings.Join(tokens, "\n")+"\n"), 0o600)
+}
 
-	if err := n.spawn(bin("etcd"), "--data-dir", path("etcd"),
-		"--listen-client-urls", "http://127.0.0.1:12379", "--advertise-client-urls", "http://127.0.0.1:12379",
-		"--listen-peer-urls", "http://127.0.0.1:12380"); err != nil {
-		return err
+// addBridge creates the pods' bridge, with the gateway address, and routes the service range to it.
+func addBridge() error {
+	for _, args := range [][]string{
+		{"link", "add", bridge, "type", "bridge"},
+		{"addr", "add", gateway + "/16", "dev", bridge},
+		{"link", "set", bridge, "up"},
+		// The host reaches Services through kube-proxy's DNAT; a ClusterIP it has not programmed yet must
+		// not follow the host's default route off the machine: the service range goes to the bridge, where
+		// nothing answers for an unprogrammed address. The route goes with the bridge at teardown.
+		{"route", "add", serviceCIDR, "dev", bridge},
+	} {
+		if err := run("ip", args...); err != nil {
+			return err
+		}
 	}
-	if err := n.spawn(bin("kube-apiserver"), "--etcd-servers", "http://127.0.0.1:12379",
+	return nil
+}
+
+// startEtcd starts etcd on loopback, without TLS.
+func (n *Node) startEtcd(binaries string) error {
+	return n.spawn(filepath.Join(binaries, "etcd"), "--data-dir", n.path("etcd"),
+		"--listen-client-urls", "http://127.0.0.1:12379", "--advertise-client-urls", "http://127.0.0.1:12379",
+		"--listen-peer-urls", "http://127.0.0.1:12380")
+}
+
+// startAPIServer starts kube-apiserver, sets n's admin client and waits until it answers.
+func (n *Node) startAPIServer(ctx context.Context, binaries string) error {
+	if err := n.spawn(filepath.Join(binaries, "kube-apiserver"), "--etcd-servers", "http://127.0.0.1:12379",
 		"--secure-port", fmt.Sprint(apiPort), "--advertise-address", gateway,
 		"--service-cluster-ip-range", serviceCIDR, "--allow-privileged=true",
-		"--tls-cert-file", path("server.crt"), "--tls-private-key-file", path("server.key"),
-		"--token-auth-file", path("tokens.csv"), "--authorization-mode", "Node,RBAC",
-		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", path("sa.pub"),
-		"--service-account-signing-key-file", path("sa.key"),
+		"--tls-cert-file", n.path("server.crt"), "--tls-private-key-file", n.path("server.key"),
+		"--token-auth-file", n.path("tokens.csv"), "--authorization-mode", "Node,RBAC",
+		"--service-account-issuer", "https://kubernetes.default.svc", "--service-account-key-file", n.path("sa.pub"),
+		"--service-account-signing-key-file", n.path("sa.key"),
 		// Webhooks are called at their endpoints (pod IPs on the bridge), not through cluster networking.
 		"--enable-aggregator-routing=true", "--kubelet-preferred-address-types=InternalIP"); err != nil {
 		return err
 	}
-	admin, err := clientcmd.BuildConfigFromFlags("", path("admin.kubeconfig"))
+	admin, err := clientcmd.BuildConfigFromFlags("", n.path("admin.kubeconfig"))
 	if err != nil {
 		return err
 	}
@@ -170,83 +232,56 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 	}); err != nil {
 		return fmt.Errorf("kube-apiserver did not come up: %w", err)
 	}
-	if err := n.spawn(bin("kube-controller-manager"), "--kubeconfig", path("manager.kubeconfig"),
-		"--service-account-private-key-file", path("sa.key"), "--root-ca-file", path("ca.crt"),
-		"--controllers", "*,-nodeipam", "--leader-elect=false", "--use-service-account-credentials=true"); err != nil {
-		return err
-	}
-	if err := n.spawn(bin("kube-scheduler"), "--kubeconfig", path("scheduler.kubeconfig"), "--leader-elect=false"); err != nil {
-		return err
-	}
+	return nil
+}
 
-	if err := os.WriteFile(path("containerd.toml"), []byte(fmt.Sprintf(`version = 2
-root = %q
-state = %q
-[grpc]
-  address = %q
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = %q
-  # This VM refuses a negative oom_score_adj, which runc otherwise sets for every sandbox.
-  restrict_oom_score_adj = true
-  disable_apparmor = true
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "/usr/lib/cni"
-    conf_dir = %q
-  [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-    runtime_type = "io.containerd.runc.v2"
-`, path("containerd/root"), path("containerd/state"), n.socket, n.pauseImage, path("cni"))), 0o644); err != nil {
+// startControllerManager starts kube-controller-manager.
+func (n *Node) startControllerManager(binaries string) error {
+	return n.spawn(filepath.Join(binaries, "kube-controller-manager"), "--kubeconfig", n.path("manager.kubeconfig"),
+		"--service-account-private-key-file", n.path("sa.key"), "--root-ca-file", n.path("ca.crt"),
+		"--controllers", "*,-nodeipam", "--leader-elect=false", "--use-service-account-credentials=true")
+}
+
+// startScheduler starts kube-scheduler.
+func (n *Node) startScheduler(binaries string) error {
+	return n.spawn(filepath.Join(binaries, "kube-scheduler"), "--kubeconfig", n.path("scheduler.kubeconfig"), "--leader-elect=false")
+}
+
+// startContainerd writes containerd's and CNI's configs, starts containerd and waits until it answers.
+func (n *Node) startContainerd(ctx context.Context) error {
+	config := n.nodeConfig()
+	if err := writeConfig("containerd.toml", n.path("containerd.toml"), config); err != nil {
 		return err
 	}
-	if err := os.WriteFile(path("cni", "10-leasegate.conflist"), []byte(fmt.Sprintf(`{
-  "cniVersion": "0.4.0", "name": "leasegate",
-  "plugins": [{
-    "type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
-    "ipam": {"type": "host-local", "ranges": [[{"subnet": %q, "gateway": %q}]],
-             "routes": [{"dst": %q}], "dataDir": %q}
-  }]
-}`, bridge, podCIDR, gateway, serviceCIDR, path("cni-ipam"))), 0o644); err != nil {
+	if err := writeConfig("10-leasegate.conflist", n.path("cni", "10-leasegate.conflist"), config); err != nil {
 		return err
 	}
-	if err := n.spawn("containerd", "--config", path("containerd.toml")); err != nil {
+	if err := n.spawn("containerd", "--config", n.path("containerd.toml")); err != nil {
 		return err
 	}
 	if err := Poll(ctx, 30*time.Second, func() error { return n.ctr("version") }); err != nil {
 		return fmt.Errorf("containerd did not come up: %w", err)
 	}
-	if err := n.importPause(); err != nil {
-		return err
-	}
+	return nil
+}
 
-	if err := os.WriteFile(path("kubelet.yaml"), []byte(fmt.Sprintf(`apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-cgroupDriver: cgroupfs
-failSwapOn: false
-failCgroupV1: false
-containerRuntimeEndpoint: unix://%s
-podLogsDir: %s
-address: %s
-readOnlyPort: 0
-authentication: {anonymous: {enabled: true}, webhook: {enabled: false}}
-authorization: {mode: AlwaysAllow}
-# The node shares this machine's disk, which can be fuller than kubelet's defaults allow (imagefs under 15%%
-# free means DiskPressure: the node is tainted and nothing is scheduled), and image garbage collection
-# would delete the imported images, which can never be pulled again. Only a really full disk counts.
-evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
-imageGCHighThresholdPercent: 100
-imageGCLowThresholdPercent: 99
-`, n.socket, path("pod-logs"), gateway)), 0o644); err != nil {
+// startKubelet writes kubelet's config and starts it.
+func (n *Node) startKubelet(binaries string) error {
+	if err := writeConfig("kubelet.yaml", n.path("kubelet.yaml"), n.nodeConfig()); err != nil {
 		return err
 	}
-	started := len(n.processes)
-	defer func() { n.agents = len(n.processes) - started }()
-	if err := n.spawn(bin("kubelet"), "--kubeconfig", path("kubelet.kubeconfig"), "--config", path("kubelet.yaml"),
-		"--root-dir", path("kubelet"), "--node-ip", gateway, "--hostname-override", NodeName); err != nil {
-		return err
-	}
-	if err := n.spawn(bin("kube-proxy"), "--kubeconfig", path("proxy.kubeconfig"), "--proxy-mode", "iptables",
-		"--hostname-override", NodeName, "--cluster-cidr", podCIDR, "--conntrack-max-per-core", "0"); err != nil {
-		return err
-	}
+	return n.spawn(filepath.Join(binaries, "kubelet"), "--kubeconfig", n.path("kubelet.kubeconfig"), "--config", n.path("kubelet.yaml"),
+		"--root-dir", n.path("kubelet"), "--node-ip", gateway, "--hostname-override", NodeName)
+}
+
+// startKubeProxy starts kube-proxy in iptables mode.
+func (n *Node) startKubeProxy(binaries string) error {
+	return n.spawn(filepath.Join(binaries, "kube-proxy"), "--kubeconfig", n.path("proxy.kubeconfig"), "--proxy-mode", "iptables",
+		"--hostname-override", NodeName, "--cluster-cidr", podCIDR, "--conntrack-max-per-core", "0")
+}
+
+// waitReady waits until the node is Ready and schedulable.
+func (n *Node) waitReady(ctx context.Context) error {
 	return Poll(ctx, 120*time.Second, func() error {
 		node, err := n.Client.CoreV1().Nodes().Get(ctx, NodeName, metav1.GetOptions{})
 		if err != nil {
