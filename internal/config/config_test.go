@@ -139,6 +139,13 @@ func TestLoadReportsEveryErrorWithItsPath(t *testing.T) {
 			want: []string{`election.leaseDuration: Invalid value: "15.5s": lease duration must be a whole number of seconds`},
 		},
 		{
+			name: "a guard over a node's heartbeat",
+			yaml: `
+guards:
+- {name: nodes, lease: kube-node-lease/node-1, resources: [{group: "", resources: [configmaps]}]}`,
+			want: []string{`guards[0].lease: Invalid value: "kube-node-lease/node-1": leases in kube-node-lease are nodes' heartbeats, which the fence does not watch; name the lease your workload elects on`},
+		},
+		{
 			name: "duration that does not parse",
 			yaml: "election: {retryPeriod: often}",
 			want: []string{`config.yaml: `, `time: invalid duration "often"`},

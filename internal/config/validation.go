@@ -83,6 +83,9 @@ func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
 		}
 		names[g.Name] = true
 		errs = append(errs, validateQualifiedName(g.Lease, p.Child("lease"), true)...)
+		if namespace, _, qualified := strings.Cut(g.Lease, "/"); qualified && namespace == corev1.NamespaceNodeLease {
+			errs = append(errs, field.Invalid(p.Child("lease"), g.Lease, "leases in "+corev1.NamespaceNodeLease+" are nodes' heartbeats, which the fence does not watch; name the lease your workload elects on"))
+		}
 		switch g.LeaseKind {
 		case "", LeaseKindLease, LeaseKindMultiClusterLease:
 		default:

@@ -8,9 +8,9 @@ import (
 
 	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
@@ -18,12 +18,16 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
-// LeaseCache holds the guarded leases, and only those: one watch per lease the guards name, filtered by
-// name (and by namespace when the guard gives one), so node heartbeats and unrelated controllers' leases
-// never reach leasegate. Lookups take a read lock and a map access, no API call and no allocation.
+// LeaseCache holds the guarded leases from two watches, however many guards there are, so that the API
+// server's cost of serving the fence does not grow with them: one of every Lease leasegate provisions
+// (labelled leasegate.io/managed=true), and one of every other Lease outside kube-node-lease, of which it
+// keeps those the guards name (controllers' own, such as cert-manager's, and those agents created
+// themselves). Node heartbeats never reach leasegate. Lookups take a read lock and a map access, no API
+// call and no allocation.
 type LeaseCache struct {
 	client kubernetes.Interface
 	log    logr.Logger
@@ -31,10 +35,13 @@ type LeaseCache struct {
 	// starts with the first such guard's first request. Nil: no MultiClusterLease is ever found.
 	MultiClusterLeases client.Reader
 
-	mu       sync.RWMutex
-	leases   map[namespacedName]*coordinationv1.Lease
-	watching map[LeaseRef]*leaseWatch
-	ctx      context.Context
+	mu     sync.RWMutex
+	leases map[namespacedName]*coordinationv1.Lease
+	// guarded is what the guards name: the leases kept from the others' watch.
+	guarded map[LeaseRef]bool
+	// provisioned and others are the two watches; nil until Start.
+	provisioned, others *leaseWatch
+	ctx                 context.Context
 }
 
 type leaseWatch struct {
@@ -45,31 +52,39 @@ type leaseWatch struct {
 // HasSynced reports whether the watch has listed its leases.
 func (w *leaseWatch) HasSynced() bool { return w.store.synced.Load() }
 
-// relistBackoff is how a guarded lease's watch retries after losing the API server. client-go's default
-// doubles from 800 ms to a 30 s cap (with as much jitter again), so after an outage of a few seconds the
-// fence went on judging from the leases as they were before it for up to a minute: measured on the real
+// relistBackoff is how a lease watch retries after losing the API server. client-go's default doubles
+// from 800 ms to a 30 s cap (with as much jitter again), so after an outage of a few seconds the fence
+// went on judging from the leases as they were before it for up to a minute: measured on the real
 // cluster, a kube-apiserver killed for 6 s left the new leader fenced for 13 s after it had taken over
 // (0.2 s with this backoff). Nobody is admitted on a stale lease meanwhile (it has expired), but nobody
-// is admitted at all. Retrying every second at most costs one failed request per guarded lease per
-// second while the server is away.
+// is admitted at all. Retrying every second at most costs two failed requests per second while the
+// server is away.
 var relistBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: time.Second}
+
+// The two watches' selectors. Leases in kube-node-lease are nodes' heartbeats, one per node renewed
+// every 10 s: never guarded, and the bulk of a large cluster's lease traffic.
+const (
+	provisionedLeases   = contract.Managed + "=true"
+	unprovisionedLeases = contract.Managed + "!=true"
+	notHeartbeats       = "metadata.namespace!=" + corev1.NamespaceNodeLease
+)
 
 // NewLeaseCache returns an empty cache; Start begins watching.
 func NewLeaseCache(client kubernetes.Interface, log logr.Logger) *LeaseCache {
-	return &LeaseCache{client: client, log: log, leases: map[namespacedName]*coordinationv1.Lease{}, watching: map[LeaseRef]*leaseWatch{}}
+	return &LeaseCache{client: client, log: log, leases: map[namespacedName]*coordinationv1.Lease{}, guarded: map[LeaseRef]bool{}}
 }
 
-// syncWait bounds how long a lookup waits for a guard's watch that has not listed yet.
+// syncWait bounds how long a lookup waits for a watch that has not listed yet.
 const syncWait = time.Second
 
-// Get returns the cached lease. A miss right after a configuration change may only mean that the new
-// guard's watch has not listed yet; then Get waits for it, briefly, rather than report a lease as
-// missing (which would deny its holder).
+// Get returns the cached lease. A miss right after a configuration change may only mean that the
+// watch has not listed the new guard's lease yet; then Get waits for it, briefly, rather than report a
+// lease as missing (which would deny its holder).
 func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
 	c.mu.RLock()
 	l, ok := c.leases[namespacedName{namespace, name}]
 	c.mu.RUnlock()
-	if ok || c.waitSynced(namespace, name) {
+	if ok || c.waitSynced() {
 		return l, ok
 	}
 	c.mu.RLock()
@@ -96,13 +111,13 @@ func (c *LeaseCache) MultiClusterLease(namespace, name string) (*v1alpha1.MultiC
 	return m, true
 }
 
-// waitSynced reports true when the watches covering the lease had already listed, and otherwise
-// waits up to syncWait for them.
-func (c *LeaseCache) waitSynced(namespace, name string) bool {
+// waitSynced reports true when both watches had already listed, and otherwise waits up to syncWait for
+// them.
+func (c *LeaseCache) waitSynced() bool {
 	c.mu.RLock()
 	var pending []cache.InformerSynced
-	for _, ref := range []LeaseRef{{namespace, name}, {"", name}} {
-		if w := c.watching[ref]; w != nil && !w.HasSynced() {
+	for _, w := range []*leaseWatch{c.provisioned, c.others} {
+		if w != nil && !w.HasSynced() {
 			pending = append(pending, w.HasSynced)
 		}
 	}
@@ -116,102 +131,91 @@ func (c *LeaseCache) waitSynced(namespace, name string) bool {
 	return false
 }
 
-// Start records the context watches run in; Watch before Start queues the refs.
+// Start begins both watches and runs until ctx ends.
 func (c *LeaseCache) Start(ctx context.Context) error {
 	c.mu.Lock()
 	c.ctx = ctx
-	pending := make([]LeaseRef, 0, len(c.watching))
-	for ref := range c.watching {
-		pending = append(pending, ref)
-	}
-	c.watching = map[LeaseRef]*leaseWatch{}
+	c.provisioned = c.startWatch("leasegate's leases", metav1.ListOptions{LabelSelector: provisionedLeases}, true)
+	c.others = c.startWatch("other guarded leases", metav1.ListOptions{LabelSelector: unprovisionedLeases, FieldSelector: notHeartbeats}, false)
 	c.mu.Unlock()
-	c.Watch(pending)
 	<-ctx.Done()
 	return nil
 }
 
-// Watch makes the cache follow exactly refs: watches start for new ones and stop for dropped ones.
+// Watch makes the cache keep exactly the leases refs name. A ref it did not have before restarts the
+// others' watch, whose list finds that lease (the watch kept only the leases guarded until then):
+// guards change seldom, and that list is of a few leases per controller in the cluster.
 func (c *LeaseCache) Watch(refs []LeaseRef) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	want := map[LeaseRef]bool{}
+	guarded := make(map[LeaseRef]bool, len(refs))
+	added := false
 	for _, ref := range refs {
-		want[ref] = true
-		if _, ok := c.watching[ref]; ok {
-			continue
-		}
-		if c.ctx == nil {
-			c.watching[ref] = nil // started by Start
-			continue
-		}
-		c.watching[ref] = c.startWatch(ref)
+		guarded[ref] = true
+		added = added || !c.guarded[ref]
 	}
-	for ref, w := range c.watching {
-		if want[ref] {
-			continue
+	c.guarded = guarded
+	for key, l := range c.leases {
+		if !isProvisioned(l) && !c.guardedLocked(key) {
+			delete(c.leases, key)
 		}
-		if w != nil {
-			w.stop()
-		}
-		delete(c.watching, ref)
-		for key := range c.leases {
-			if key.name == ref.Name && (ref.Namespace == "" || key.namespace == ref.Namespace) && !c.wantedLocked(key, want) {
-				delete(c.leases, key)
-			}
-		}
+	}
+	if added && c.others != nil {
+		c.others.stop()
+		c.others = c.startWatch("other guarded leases", metav1.ListOptions{LabelSelector: unprovisionedLeases, FieldSelector: notHeartbeats}, false)
 	}
 }
 
-// wantedLocked reports whether another watched ref still covers key.
-func (c *LeaseCache) wantedLocked(key namespacedName, want map[LeaseRef]bool) bool {
-	return want[LeaseRef{Namespace: key.namespace, Name: key.name}] || want[LeaseRef{Name: key.name}]
+// guardedLocked reports whether a guard names the lease at key.
+func (c *LeaseCache) guardedLocked(key namespacedName) bool {
+	return c.guarded[LeaseRef{Namespace: key.namespace, Name: key.name}] || c.guarded[LeaseRef{Name: key.name}]
 }
 
-// Synced reports whether every watch has listed its leases: until then a missing lease may only be
+func isProvisioned(l *coordinationv1.Lease) bool {
+	return l.Labels[contract.Managed] == "true"
+}
+
+// Synced reports whether both watches have listed their leases: until then a missing lease may only be
 // not yet seen, so the webhook is not ready.
 func (c *LeaseCache) Synced() bool {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	for _, w := range c.watching {
-		if w == nil || !w.HasSynced() {
-			return false
-		}
-	}
-	return true
+	return c.provisioned != nil && c.provisioned.HasSynced() && c.others.HasSynced()
 }
 
-func (c *LeaseCache) startWatch(ref LeaseRef) *leaseWatch {
-	byName := fields.OneTermEqualSelector("metadata.name", ref.Name).String()
-	leases := c.client.CoordinationV1().Leases(ref.Namespace) // "" lists every namespace
+// startWatch runs a reflector of the Leases in every namespace that opts select, mirroring them into
+// the cache: all of them for the provisioned leases' watch, the guarded ones for the others'.
+func (c *LeaseCache) startWatch(what string, opts metav1.ListOptions, provisioned bool) *leaseWatch {
+	leases := c.client.CoordinationV1().Leases(metav1.NamespaceAll)
 	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = byName
-			return leases.List(ctx, opts)
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector, o.LabelSelector = opts.FieldSelector, opts.LabelSelector
+			return leases.List(ctx, o)
 		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = byName
-			return leases.Watch(ctx, opts)
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector, o.LabelSelector = opts.FieldSelector, opts.LabelSelector
+			return leases.Watch(ctx, o)
 		},
 	}
-	store := &leaseStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), cache: c}
+	store := &leaseStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), cache: c, provisioned: provisioned}
 	// A bare reflector, not an informer: an informer cannot be given a backoff.
 	backoff := relistBackoff
-	reflector := cache.NewReflectorWithOptions(lw, &coordinationv1.Lease{}, store, cache.ReflectorOptions{
-		Name: "guarded lease " + ref.Namespace + "/" + ref.Name, Backoff: &backoff,
-	})
+	reflector := cache.NewReflectorWithOptions(lw, &coordinationv1.Lease{}, store, cache.ReflectorOptions{Name: what, Backoff: &backoff})
 	ctx, stop := context.WithCancel(c.ctx)
 	go reflector.RunWithContext(ctx)
-	c.log.Info("Watching guarded lease", "namespace", ref.Namespace, "name", ref.Name)
+	c.log.Info("Watching "+what, "labelSelector", opts.LabelSelector, "fieldSelector", opts.FieldSelector)
 	return &leaseWatch{stop: stop, store: store}
 }
 
-// leaseStore is a guarded lease watch's store: it mirrors every change into the cache's map, where
-// lookups find it without a key function or a copy.
+// leaseStore is a watch's store: it mirrors the changes of the leases the cache keeps into the cache's
+// map, where lookups find them without a key function or a copy. The two watches see disjoint leases,
+// but a lease that gains or loses the label moves from one to the other, and the two streams may tell
+// it in either order: each store removes from the map only a lease of its own kind.
 type leaseStore struct {
 	cache.Store
-	cache  *LeaseCache
-	synced atomic.Bool
+	cache       *LeaseCache
+	provisioned bool
+	synced      atomic.Bool
 }
 
 func (s *leaseStore) Add(obj any) error {
@@ -229,29 +233,36 @@ func (s *leaseStore) Delete(obj any) error {
 	return s.Store.Delete(obj)
 }
 
-// Replace is a list: leases it no longer has are gone.
+// Replace is a list: leases of this store's kind that it does not have are gone (also those a
+// previous watch of the same kind, restarted, had put in the map).
 func (s *leaseStore) Replace(list []any, resourceVersion string) error {
-	kept := map[string]bool{}
+	listed := make(map[namespacedName]bool, len(list))
 	for _, obj := range list {
-		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
-			kept[key] = true
+		if l, ok := obj.(*coordinationv1.Lease); ok {
+			listed[namespacedName{l.Namespace, l.Name}] = true
 		}
 		s.set(obj)
 	}
-	for _, obj := range s.Store.List() {
-		if key, err := cache.MetaNamespaceKeyFunc(obj); err == nil && !kept[key] {
-			s.unset(obj)
+	s.cache.mu.Lock()
+	for key, l := range s.cache.leases {
+		if isProvisioned(l) == s.provisioned && !listed[key] {
+			delete(s.cache.leases, key)
 		}
 	}
+	s.cache.mu.Unlock()
 	err := s.Store.Replace(list, resourceVersion)
 	s.synced.Store(true)
 	return err
 }
 
+// set puts a lease into the map: any of leasegate's, and another only when a guard names it.
 func (s *leaseStore) set(obj any) {
 	if l, ok := obj.(*coordinationv1.Lease); ok {
+		key := namespacedName{l.Namespace, l.Name}
 		s.cache.mu.Lock()
-		s.cache.leases[namespacedName{l.Namespace, l.Name}] = l
+		if s.provisioned || s.cache.guardedLocked(key) {
+			s.cache.leases[key] = l
+		}
 		s.cache.mu.Unlock()
 	}
 }
@@ -261,8 +272,11 @@ func (s *leaseStore) unset(obj any) {
 		obj = tombstone.Obj
 	}
 	if l, ok := obj.(*coordinationv1.Lease); ok {
+		key := namespacedName{l.Namespace, l.Name}
 		s.cache.mu.Lock()
-		delete(s.cache.leases, namespacedName{l.Namespace, l.Name})
+		if current, ok := s.cache.leases[key]; ok && isProvisioned(current) == s.provisioned {
+			delete(s.cache.leases, key)
+		}
 		s.cache.mu.Unlock()
 	}
 }

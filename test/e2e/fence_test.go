@@ -12,15 +12,18 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/test/framework"
 	"github.com/leasegate/leasegate/test/guardedwrite"
 )
@@ -161,6 +164,39 @@ var _ = Describe("The fence", Serial, func() {
 			HavePrefix("ConfigMap/state Deny: "), ContainSubstring(follower.Pod.Name), ContainSubstring(leader.Pod.Identity()),
 			HaveSuffix("[related Pod/"+follower.Pod.Name+"]"))))
 		Eventually(webhookMetrics).Should(ContainSubstring(`leasegate_fence_decisions_total{guard="worker",outcome="denied",reason="held_by_another",webhook="guarded"}`))
+	})
+
+	It("judges a lease leasegate provisioned and one it did not make alike, also while a lease moves between the two watches", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		// As the injector provisions it: labelled, unheld. The agents take it, keeping the label.
+		_, err := controlPlane.Client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{Name: leaseName, Labels: map[string]string{contract.Managed: "true"}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		setConfig(ctx, guardConfig(ns, "deny", "deny"))
+		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+		follower := others(agents, leader)[0]
+		leaderClient, _ := clientFor(leader.Pod.Kubeconfig)
+		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
+		fenced := func(g Gomega) {
+			g.Expect(writeConfigMap(ctx, leaderClient, ns, "state", leader.Pod.Name)).To(Succeed(), "the holder's write")
+			g.Expect(apierrors.IsForbidden(writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name))).To(BeTrue(), "a follower's write")
+		}
+		Eventually(fenced).Should(Succeed())
+		Expect(getLease(ctx, ns).Labels).To(HaveKeyWithValue(contract.Managed, "true"), "judged from leasegate's leases' watch")
+
+		By("unlabelling the lease: it leaves leasegate's leases' watch for the others', and is judged throughout")
+		unlabel := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":null}}}`)
+		_, err = controlPlane.Client.CoordinationV1().Leases(ns).Patch(ctx, leaseName, types.MergePatchType, unlabel, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(fenced).WithTimeout(2 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
+
+		By("labelling it again: back to leasegate's leases' watch")
+		relabel := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":"true"}}}`)
+		_, err = controlPlane.Client.CoordinationV1().Leases(ns).Patch(ctx, leaseName, types.MergePatchType, relabel, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Consistently(fenced).WithTimeout(2 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 	})
 
 	It("denies a frozen leader's writes once another pod took over, and the resumed agent steps down", func(ctx SpecContext) {
