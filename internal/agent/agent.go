@@ -99,7 +99,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			return nil, err
 		}
 		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
-			spec.Timing().FailoverBudget(s.ClockSkewMargin), e.elector.LastRenewal)
+			lease.TakeoverBudget(spec.Timing().LeaseDuration, s.ClockSkewMargin), e.elector.LastRenewal)
 		if s.LeaseKind == LeaseKindMultiClusterLease {
 			registerLocalCandidate(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() bool { return e.elector.Status().Holder == s.Identity() })
 		}

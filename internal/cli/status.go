@@ -221,7 +221,7 @@ func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) L
 		Candidates:             []Candidate{},
 		Guards:                 []string{},
 	}
-	s.CrashTakeoverSeconds = float64(s.LeaseDurationSeconds) + margin.Seconds()
+	s.CrashTakeoverSeconds = lease.TakeoverBudget(time.Duration(s.LeaseDurationSeconds)*time.Second, margin).Seconds()
 	if pod, _, ok := lease.ParseIdentity(j.Holder); ok {
 		s.HolderPod = pod
 	}

@@ -69,7 +69,7 @@ func settleTiming(explicit explicitTiming, defaults lease.Timing, margin time.Du
 		}
 		if explicit.leaseDuration != nil {
 			d := *explicit.leaseDuration
-			if budget := d + margin; budget > *explicit.takeover {
+			if budget := lease.TakeoverBudget(d, margin); budget > *explicit.takeover {
 				return t, field.ErrorList{field.Invalid(takeoverPath, explicit.takeover.String(), fmt.Sprintf(
 					"the takeover objective %s cannot be met with lease duration %s: a crashed leader keeps the lease for lease duration + clock skew margin (%s) = %s; drop the lease duration or allow %s",
 					*explicit.takeover, d, margin, budget, budget))}

@@ -77,7 +77,7 @@ func leaderless(leases []coordinationv1.Lease, now time.Time, margin time.Durati
 		case lease.Expired:
 			freeSince = j.ExpiresAt
 		}
-		budget := time.Duration(ptr.Deref(spec.LeaseDurationSeconds, 0))*time.Second + margin
+		budget := lease.TakeoverBudget(time.Duration(ptr.Deref(spec.LeaseDurationSeconds, 0))*time.Second, margin)
 		if elapsed := now.Sub(freeSince); elapsed > budget {
 			free = append(free, leaderlessLease{namespace: leases[i].Namespace, name: leases[i].Name, seconds: elapsed.Seconds()})
 		}

@@ -218,7 +218,7 @@ func TestTimingFor(t *testing.T) {
 			if err := got.Validate(); err != nil {
 				t.Errorf("derived timing breaks a rule: %v", err)
 			}
-			if budget := got.FailoverBudget(tt.margin); budget > tt.objective {
+			if budget := TakeoverBudget(got.LeaseDuration, tt.margin); budget > tt.objective {
 				t.Errorf("failover budget %s exceeds the objective %s", budget, tt.objective)
 			}
 		})

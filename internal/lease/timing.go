@@ -72,16 +72,18 @@ func (t Timing) Validate() error {
 	return nil
 }
 
-// FailoverBudget is the longest a crashed leader's lease keeps followers out: the holder renewed just before
-// it died, the lease runs its full duration plus the skew margin the judge allows, and the follower's
-// attempt lands on the expiry timer (not a poll, since followers watch).
-func (t Timing) FailoverBudget(clockSkewMargin time.Duration) time.Duration {
-	return t.LeaseDuration + clockSkewMargin
+// TakeoverBudget is the longest a crashed leader's lease keeps followers out: the holder renewed just
+// before it died, the lease runs its full duration plus the skew margin the judge allows, and the
+// follower's attempt lands on the expiry timer (not a poll, since followers watch). The agent's metric,
+// the injector's check of a takeover objective, the leaderless alert and kubectl leasegate status all
+// state this one figure.
+func TakeoverBudget(leaseDuration, clockSkewMargin time.Duration) time.Duration {
+	return leaseDuration + clockSkewMargin
 }
 
 // TimingFor derives the timing that meets a takeover objective: after a leader crashes, a follower leads
 // within objective. A crashed holder's lease keeps followers out for its duration plus the skew margin
-// (FailoverBudget; followers watch, so the take lands on the expiry timer, not a poll), so
+// (TakeoverBudget; followers watch, so the take lands on the expiry timer, not a poll), so
 //
 //	lease duration = objective - clockSkewMargin, rounded down to whole seconds (a Lease stores seconds)
 //	renew deadline = 2/3 of the lease duration, rounded down to 100 ms
