@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
@@ -162,6 +163,7 @@ func (c *LeaseCache) Watch(refs []LeaseRef) {
 	}
 	if added && c.others != nil {
 		c.others.stop()
+		c.others.store.retired = true
 		c.others = c.startWatch("other guarded leases", metav1.ListOptions{LabelSelector: unprovisionedLeases, FieldSelector: notHeartbeats}, false)
 	}
 }
@@ -197,7 +199,7 @@ func (c *LeaseCache) startWatch(what string, opts metav1.ListOptions, provisione
 			return leases.Watch(ctx, o)
 		},
 	}
-	store := &leaseStore{Store: cache.NewStore(cache.MetaNamespaceKeyFunc), cache: c, provisioned: provisioned}
+	store := &leaseStore{cache: c, provisioned: provisioned}
 	// A bare reflector, not an informer: an informer cannot be given a backoff.
 	backoff := relistBackoff
 	reflector := cache.NewReflectorWithOptions(lw, &coordinationv1.Lease{}, store, cache.ReflectorOptions{Name: what, Backoff: &backoff})
@@ -207,34 +209,47 @@ func (c *LeaseCache) startWatch(what string, opts metav1.ListOptions, provisione
 	return &leaseWatch{stop: stop, store: store}
 }
 
-// leaseStore is a watch's store: it mirrors the changes of the leases the cache keeps into the cache's
-// map, where lookups find them without a key function or a copy. The two watches see disjoint leases,
-// but a lease that gains or loses the label moves from one to the other, and the two streams may tell
-// it in either order: each store removes from the map only a lease of its own kind.
+// leaseStore is what a watch's reflector writes to: it mirrors the leases the cache keeps into the
+// cache's map, where lookups find them without a key function or a copy, and holds nothing itself. Three
+// rules keep the map right while two streams write to it:
+//   - The two watches see disjoint leases, but a lease that gains or loses the label moves from one to the
+//     other, and the two streams may tell it in either order: each store removes only a lease of its own
+//     kind.
+//   - For the same reason, a version older than the one in the map never replaces it, nor removes it.
+//   - A restarted watch's old reflector may still deliver what it had in hand after its successor listed:
+//     once retired, its store writes nothing.
 type leaseStore struct {
-	cache.Store
 	cache       *LeaseCache
 	provisioned bool
+	retired     bool // guarded by cache.mu
 	synced      atomic.Bool
 }
 
-func (s *leaseStore) Add(obj any) error {
-	s.set(obj)
-	return s.Store.Add(obj)
-}
+var _ cache.ReflectorStore = (*leaseStore)(nil)
 
-func (s *leaseStore) Update(obj any) error {
-	s.set(obj)
-	return s.Store.Update(obj)
-}
+func (s *leaseStore) Add(obj any) error    { s.set(obj); return nil }
+func (s *leaseStore) Update(obj any) error { s.set(obj); return nil }
+func (s *leaseStore) Resync() error        { return nil }
 
 func (s *leaseStore) Delete(obj any) error {
-	s.unset(obj)
-	return s.Store.Delete(obj)
+	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tombstone.Obj
+	}
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return nil
+	}
+	key := namespacedName{l.Namespace, l.Name}
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	if current, ok := s.cache.leases[key]; ok && !s.retired && isProvisioned(current) == s.provisioned && !older(l.ResourceVersion, current) {
+		delete(s.cache.leases, key)
+	}
+	return nil
 }
 
-// Replace is a list: leases of this store's kind that it does not have are gone (also those a
-// previous watch of the same kind, restarted, had put in the map).
+// Replace is a list: leases of this store's kind that it does not have, and that did not change after
+// it, are gone (also those a previous watch of the same kind, restarted, had put in the map).
 func (s *leaseStore) Replace(list []any, resourceVersion string) error {
 	listed := make(map[namespacedName]bool, len(list))
 	for _, obj := range list {
@@ -244,41 +259,40 @@ func (s *leaseStore) Replace(list []any, resourceVersion string) error {
 		s.set(obj)
 	}
 	s.cache.mu.Lock()
-	for key, l := range s.cache.leases {
-		if isProvisioned(l) == s.provisioned && !listed[key] {
-			delete(s.cache.leases, key)
+	if !s.retired {
+		for key, l := range s.cache.leases {
+			if isProvisioned(l) == s.provisioned && !listed[key] && !older(resourceVersion, l) {
+				delete(s.cache.leases, key)
+			}
 		}
 	}
 	s.cache.mu.Unlock()
-	err := s.Store.Replace(list, resourceVersion)
 	s.synced.Store(true)
-	return err
+	return nil
 }
 
 // set puts a lease into the map: any of leasegate's, and another only when a guard names it.
 func (s *leaseStore) set(obj any) {
-	if l, ok := obj.(*coordinationv1.Lease); ok {
-		key := namespacedName{l.Namespace, l.Name}
-		s.cache.mu.Lock()
-		if s.provisioned || s.cache.guardedLocked(key) {
-			s.cache.leases[key] = l
-		}
-		s.cache.mu.Unlock()
+	l, ok := obj.(*coordinationv1.Lease)
+	if !ok {
+		return
+	}
+	key := namespacedName{l.Namespace, l.Name}
+	s.cache.mu.Lock()
+	defer s.cache.mu.Unlock()
+	if s.retired || !(s.provisioned || s.cache.guardedLocked(key)) {
+		return
+	}
+	if current, ok := s.cache.leases[key]; !ok || !older(l.ResourceVersion, current) {
+		s.cache.leases[key] = l
 	}
 }
 
-func (s *leaseStore) unset(obj any) {
-	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tombstone.Obj
-	}
-	if l, ok := obj.(*coordinationv1.Lease); ok {
-		key := namespacedName{l.Namespace, l.Name}
-		s.cache.mu.Lock()
-		if current, ok := s.cache.leases[key]; ok && isProvisioned(current) == s.provisioned {
-			delete(s.cache.leases, key)
-		}
-		s.cache.mu.Unlock()
-	}
+// older reports whether resourceVersion is older than current's. Versions that do not compare (not
+// etcd's numbers) are not older: the newest delivery wins, as a single watch would have it.
+func older(resourceVersion string, current *coordinationv1.Lease) bool {
+	c, err := resourceversion.CompareResourceVersion(resourceVersion, current.ResourceVersion)
+	return err == nil && c < 0
 }
 
 // NeedLeaderElection is false: every replica answers admission requests from its own cache.

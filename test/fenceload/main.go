@@ -5,7 +5,8 @@
 // fences the ConfigMap writes of service account sa-<g> with its namespace's lease worker-<g>), then
 // drives /validate-guarded over HTTPS on loopback with AdmissionReviews at a fixed rate, half from the
 // holder (admitted) and half from a follower (denied), and reports latency percentiles, throughput, the
-// webhook's resident memory and the Lease watches the API server serves it. `make bench` runs it.
+// webhook's resident memory, the Lease watches the API server serves it and the requests it makes to the
+// API server meanwhile. `make bench` runs it.
 package main
 
 import (
@@ -81,6 +82,7 @@ type row struct {
 	p50, p99, max  time.Duration
 	rssBytes       int64
 	watches        float64
+	apiPerSecond   float64 // the webhook's own requests to the API server while it was driven
 }
 
 func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, guardCounts []int) error {
@@ -118,7 +120,7 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, gua
 			if g > n {
 				continue
 			}
-			r, err := measure(ctx, api, client, webhook.URL, rate, duration, n, g)
+			r, err := measure(ctx, api, client, webhook, rate, duration, n, g)
 			if err != nil {
 				return fmt.Errorf("%d leases, %d guards: %w", n, g, err)
 			}
@@ -129,17 +131,18 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, gua
 		}
 	}
 	fmt.Printf("\nFence over HTTPS on loopback, %d requests/s offered for %s per row, half admitted, half denied.\n\n", rate, duration)
-	fmt.Println("| leases cached | guards | throughput | p50 | p99 | max | failed | webhook RSS | Lease watches served |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| leases cached | guards | throughput | p50 | p99 | max | failed | webhook RSS | Lease watches served | webhook's API requests/s |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
-		fmt.Printf("| %d | %d | %.0f/s | %s | %s | %s | %d of %d | %.1f MiB | %.0f |\n", r.leases, r.guards, r.throughput,
-			r.p50, r.p99, r.max, r.failures, r.requests, float64(r.rssBytes)/(1<<20), r.watches)
+		fmt.Printf("| %d | %d | %.0f/s | %s | %s | %s | %d of %d | %.1f MiB | %.0f | %.1f |\n", r.leases, r.guards, r.throughput,
+			r.p50, r.p99, r.max, r.failures, r.requests, float64(r.rssBytes)/(1<<20), r.watches, r.apiPerSecond)
 	}
 	return nil
 }
 
 // measure sets up n leases and g guards, drives the fence, and removes the leases again.
-func measure(ctx context.Context, api kubernetes.Interface, client *http.Client, url string, rate int, duration time.Duration, n, g int) (row, error) {
+func measure(ctx context.Context, api kubernetes.Interface, client *http.Client, webhook *framework.Webhook, rate int, duration time.Duration, n, g int) (row, error) {
+	url := webhook.URL
 	fmt.Fprintf(os.Stderr, "creating %d held leases in %d namespaces, and %d guards\n", n, (n+g-1)/g, g)
 	if err := createLeases(ctx, api, n, g); err != nil {
 		return row{}, err
@@ -169,6 +172,10 @@ func measure(ctx context.Context, api kubernetes.Interface, client *http.Client,
 	}
 
 	fmt.Fprintf(os.Stderr, "driving %s/validate-guarded at %d requests/s for %s\n", url, rate, duration)
+	requestsBefore, err := apiRequests(webhook)
+	if err != nil {
+		return row{}, err
+	}
 	var mu sync.Mutex
 	var latencies []time.Duration
 	var failures int
@@ -196,6 +203,10 @@ func measure(ctx context.Context, api kubernetes.Interface, client *http.Client,
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	requestsAfter, err := apiRequests(webhook)
+	if err != nil {
+		return row{}, err
+	}
 	if len(latencies) == 0 {
 		return row{}, fmt.Errorf("all %d requests failed", failures)
 	}
@@ -208,7 +219,8 @@ func measure(ctx context.Context, api kubernetes.Interface, client *http.Client,
 		return row{}, err
 	}
 	return row{leases: n, guards: g, requests: len(latencies) + failures, failures: failures,
-		throughput: float64(len(latencies)) / elapsed.Seconds(), p50: pct(0.5), p99: pct(0.99), max: pct(1), watches: watches}, nil
+		throughput: float64(len(latencies)) / elapsed.Seconds(), p50: pct(0.5), p99: pct(0.99), max: pct(1), watches: watches,
+		apiPerSecond: (requestsAfter - requestsBefore) / elapsed.Seconds()}, nil
 }
 
 // createLeases makes n held leases labelled as leasegate provisions them, g per namespace: lease i is
@@ -288,6 +300,25 @@ func applyConfig(ctx context.Context, api kubernetes.Interface, data string) err
 	cm.Data = map[string]string{"config.yaml": data}
 	_, err = cms.Update(ctx, cm, metav1.UpdateOptions{})
 	return err
+}
+
+// apiRequests is how many requests the webhook has made to the API server (client-go's count, which
+// controller-runtime serves on /metrics): list, watch, get and update, its leader election's included.
+func apiRequests(webhook *framework.Webhook) (float64, error) {
+	resp, err := http.Get(webhook.MetricsURL)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, err
+	}
+	m, err := framework.ParseMetrics(body)
+	if err != nil {
+		return 0, err
+	}
+	return m.Sum("rest_client_requests_total", nil), nil
 }
 
 // leaseWatches is how many Lease watches the API server is serving: the webhook's alone, here.
