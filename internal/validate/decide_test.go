@@ -265,9 +265,6 @@ guards:
 			verdict("nowhere", Denied, LeaseMissing, "")},
 	}
 	runDecide(t, p, mcls, tests)
-	if len(p.LeaseRefs) != 0 || !p.MultiCluster {
-		t.Errorf("a MultiClusterLease guard must not start a Lease informer: LeaseRefs %v, MultiCluster %v", p.LeaseRefs, p.MultiCluster)
-	}
 }
 
 func TestDecideMissingPodIdentityModes(t *testing.T) {

@@ -19,11 +19,6 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
-// fixedLeases are the test leases as the fence reads them; they follow no guards.
-type fixedLeases struct{ leaseMap }
-
-func (fixedLeases) Watch([]LeaseRef) {}
-
 // fuzzFence is a fence over the test policy and leases, with an injected pod that restarts on loss of
 // lease shop/orders (for evictions) and the leader Service orders-leader following it, recording Events
 // nowhere.
@@ -37,7 +32,7 @@ func fuzzFence(f *testing.F) *Fence {
 		Namespace: "shop", Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders"},
 	}}
 	fence := &Fence{
-		Leases:       fixedLeases{leases},
+		Leases:       leases,
 		Cluster:      fake.NewClientBuilder().WithObjects(restarting, companion, leases[namespacedName{"shop", "orders"}]).Build(),
 		Recorder:     &events.FakeRecorder{},
 		OwnNamespace: "leasegate-system",

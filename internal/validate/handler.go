@@ -32,17 +32,10 @@ const EventReasonDenied = "LeaderGateDenied"
 // maxWarning is the longest warning the API server passes on unchanged.
 const maxWarning = 120
 
-// GuardedLeases are the leases the guards name, as the fence reads them: a LeaseCache that Watch makes
-// follow the guards in force.
-type GuardedLeases interface {
-	LeaseGetter
-	Watch(refs []LeaseRef)
-}
-
 // Fence serves the fence's admission webhooks from a Policy compiled from the configuration in force
 // and a cache of the guarded leases.
 type Fence struct {
-	Leases GuardedLeases
+	Leases LeaseGetter
 	// Cluster reads injected pods and managed Leases from the manager's cache (evictions).
 	Cluster      client.Reader
 	Recorder     events.EventRecorder
@@ -52,14 +45,9 @@ type Fence struct {
 	policy atomic.Pointer[Policy]
 }
 
-// Follow compiles every configuration the store puts in force and makes the lease cache follow its
-// guards. Call it once at setup.
+// Follow compiles every configuration the store puts in force. Call it once at setup.
 func (f *Fence) Follow(store *config.Store) {
-	store.OnChange(func(cfg *config.Config) {
-		p := Compile(cfg, f.OwnNamespace)
-		f.Leases.Watch(p.LeaseRefs)
-		f.policy.Store(p)
-	})
+	store.OnChange(func(cfg *config.Config) { f.policy.Store(Compile(cfg, f.OwnNamespace)) })
 }
 
 func requesterOf(req *admission.Request) *Requester {

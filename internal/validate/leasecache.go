@@ -12,23 +12,22 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/resourceversion"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
-// LeaseCache holds the guarded leases from two watches, however many guards there are, so that the API
-// server's cost of serving the fence does not grow with them: one of every Lease leasegate provisions
-// (labelled leasegate.io/managed=true), and one of every other Lease outside kube-node-lease, of which it
-// keeps those the guards name (controllers' own, such as cert-manager's, and those agents created
-// themselves). Node heartbeats never reach leasegate. Lookups take a read lock and a map access, no API
-// call and no allocation.
+// LeaseCache holds every Lease outside kube-node-lease from one watch, however many guards there are, so
+// that the API server's cost of serving the fence does not grow with them, and a guard's lease is known
+// the moment the guard is added. One stream keeps every change in order: a lease can never be seen
+// twice, nor missed as it moves between two. Nodes' heartbeats (kube-node-lease, one per node renewed
+// every 10 s, the bulk of a large cluster's lease traffic) never reach leasegate; what remains is
+// leasegate's own leases and each controller's election. Lookups take a read lock and a map access, no
+// API call and no allocation.
 type LeaseCache struct {
 	client kubernetes.Interface
 	log    logr.Logger
@@ -38,56 +37,41 @@ type LeaseCache struct {
 
 	mu     sync.RWMutex
 	leases map[namespacedName]*coordinationv1.Lease
-	// guarded is what the guards name: the leases kept from the others' watch.
-	guarded map[LeaseRef]bool
-	// provisioned and others are the two watches; nil until Start.
-	provisioned, others *leaseWatch
-	ctx                 context.Context
+	synced atomic.Bool
 }
 
-type leaseWatch struct {
-	stop  context.CancelFunc
-	store *leaseStore
-}
-
-// HasSynced reports whether the watch has listed its leases.
-func (w *leaseWatch) HasSynced() bool { return w.store.synced.Load() }
-
-// relistBackoff is how a lease watch retries after losing the API server. client-go's default doubles
-// from 800 ms to a 30 s cap (with as much jitter again), so after an outage of a few seconds the fence
-// went on judging from the leases as they were before it for up to a minute: measured on the real
-// cluster, a kube-apiserver killed for 6 s left the new leader fenced for 13 s after it had taken over
-// (0.2 s with this backoff). Nobody is admitted on a stale lease meanwhile (it has expired), but nobody
-// is admitted at all. Retrying every second at most costs two failed requests per second while the
-// server is away.
+// relistBackoff is how the watch retries after losing the API server. client-go's default doubles from
+// 800 ms to a 30 s cap (with as much jitter again), so after an outage of a few seconds the fence went on
+// judging from the leases as they were before it for up to a minute: measured on the real cluster, a
+// kube-apiserver killed for 6 s left the new leader fenced for 13 s after it had taken over (0.2 s with
+// this backoff). Nobody is admitted on a stale lease meanwhile (it has expired), but nobody is admitted
+// at all. Retrying every second at most costs one failed request a second while the server is away.
 var relistBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: time.Second}
 
-// The two watches' selectors. Leases in kube-node-lease are nodes' heartbeats, one per node renewed
-// every 10 s: never guarded, and the bulk of a large cluster's lease traffic.
-const (
-	provisionedLeases   = contract.Managed + "=true"
-	unprovisionedLeases = contract.Managed + "!=true"
-	notHeartbeats       = "metadata.namespace!=" + corev1.NamespaceNodeLease
-)
+// notHeartbeats selects every Lease but nodes' heartbeats.
+const notHeartbeats = "metadata.namespace!=" + corev1.NamespaceNodeLease
 
 // NewLeaseCache returns an empty cache; Start begins watching.
 func NewLeaseCache(client kubernetes.Interface, log logr.Logger) *LeaseCache {
-	return &LeaseCache{client: client, log: log, leases: map[namespacedName]*coordinationv1.Lease{}, guarded: map[LeaseRef]bool{}}
+	return &LeaseCache{client: client, log: log, leases: map[namespacedName]*coordinationv1.Lease{}}
 }
 
-// syncWait bounds how long a lookup waits for a watch that has not listed yet.
+// syncWait bounds how long a lookup waits for the watch's first list.
 const syncWait = time.Second
 
-// Get returns the cached lease. A miss right after a configuration change may only mean that the
-// watch has not listed the new guard's lease yet; then Get waits for it, briefly, rather than report a
-// lease as missing (which would deny its holder).
+// Get returns the cached lease. A miss before the watch has listed only means the lease is not seen yet;
+// then Get waits for the list, briefly, rather than report a lease as missing (which would deny its
+// holder).
 func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
 	c.mu.RLock()
 	l, ok := c.leases[namespacedName{namespace, name}]
 	c.mu.RUnlock()
-	if ok || c.waitSynced() {
+	if ok || c.synced.Load() {
 		return l, ok
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	defer cancel()
+	cache.WaitForCacheSync(ctx.Done(), c.Synced)
 	c.mu.RLock()
 	l, ok = c.leases[namespacedName{namespace, name}]
 	c.mu.RUnlock()
@@ -112,118 +96,36 @@ func (c *LeaseCache) MultiClusterLease(namespace, name string) (*v1alpha1.MultiC
 	return m, true
 }
 
-// waitSynced reports true when both watches had already listed, and otherwise waits up to syncWait for
-// them.
-func (c *LeaseCache) waitSynced() bool {
-	c.mu.RLock()
-	var pending []cache.InformerSynced
-	for _, w := range []*leaseWatch{c.provisioned, c.others} {
-		if w != nil && !w.HasSynced() {
-			pending = append(pending, w.HasSynced)
-		}
-	}
-	c.mu.RUnlock()
-	if len(pending) == 0 {
-		return true
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
-	defer cancel()
-	cache.WaitForCacheSync(ctx.Done(), pending...)
-	return false
-}
+// Synced reports whether the watch has listed the leases: until then a missing lease may only be not yet
+// seen, so the webhook is not ready.
+func (c *LeaseCache) Synced() bool { return c.synced.Load() }
 
-// Start begins both watches and runs until ctx ends.
+// Start runs the watch until ctx ends.
 func (c *LeaseCache) Start(ctx context.Context) error {
-	c.mu.Lock()
-	c.ctx = ctx
-	c.provisioned = c.startWatch("leasegate's leases", metav1.ListOptions{LabelSelector: provisionedLeases}, true)
-	c.others = c.startWatch("other guarded leases", metav1.ListOptions{LabelSelector: unprovisionedLeases, FieldSelector: notHeartbeats}, false)
-	c.mu.Unlock()
-	<-ctx.Done()
+	leases := c.client.CoordinationV1().Leases(metav1.NamespaceAll)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			opts.FieldSelector = notHeartbeats
+			return leases.List(ctx, opts)
+		},
+		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+			opts.FieldSelector = notHeartbeats
+			return leases.Watch(ctx, opts)
+		},
+	}
+	// A bare reflector, not an informer: an informer cannot be given a backoff.
+	backoff := relistBackoff
+	reflector := cache.NewReflectorWithOptions(lw, &coordinationv1.Lease{}, (*leaseStore)(c), cache.ReflectorOptions{
+		Name: "leases", Backoff: &backoff,
+	})
+	c.log.Info("Watching every Lease outside " + corev1.NamespaceNodeLease)
+	reflector.RunWithContext(ctx)
 	return nil
 }
 
-// Watch makes the cache keep exactly the leases refs name. A ref it did not have before restarts the
-// others' watch, whose list finds that lease (the watch kept only the leases guarded until then):
-// guards change seldom, and that list is of a few leases per controller in the cluster.
-func (c *LeaseCache) Watch(refs []LeaseRef) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	guarded := make(map[LeaseRef]bool, len(refs))
-	added := false
-	for _, ref := range refs {
-		guarded[ref] = true
-		added = added || !c.guarded[ref]
-	}
-	c.guarded = guarded
-	for key, l := range c.leases {
-		if !isProvisioned(l) && !c.guardedLocked(key) {
-			delete(c.leases, key)
-		}
-	}
-	if added && c.others != nil {
-		c.others.stop()
-		c.others.store.retired = true
-		c.others = c.startWatch("other guarded leases", metav1.ListOptions{LabelSelector: unprovisionedLeases, FieldSelector: notHeartbeats}, false)
-	}
-}
-
-// guardedLocked reports whether a guard names the lease at key.
-func (c *LeaseCache) guardedLocked(key namespacedName) bool {
-	return c.guarded[LeaseRef{Namespace: key.namespace, Name: key.name}] || c.guarded[LeaseRef{Name: key.name}]
-}
-
-func isProvisioned(l *coordinationv1.Lease) bool {
-	return l.Labels[contract.Managed] == "true"
-}
-
-// Synced reports whether both watches have listed their leases: until then a missing lease may only be
-// not yet seen, so the webhook is not ready.
-func (c *LeaseCache) Synced() bool {
-	c.mu.RLock()
-	defer c.mu.RUnlock()
-	return c.provisioned != nil && c.provisioned.HasSynced() && c.others.HasSynced()
-}
-
-// startWatch runs a reflector of the Leases in every namespace that opts select, mirroring them into
-// the cache: all of them for the provisioned leases' watch, the guarded ones for the others'.
-func (c *LeaseCache) startWatch(what string, opts metav1.ListOptions, provisioned bool) *leaseWatch {
-	leases := c.client.CoordinationV1().Leases(metav1.NamespaceAll)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.FieldSelector, o.LabelSelector = opts.FieldSelector, opts.LabelSelector
-			return leases.List(ctx, o)
-		},
-		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.FieldSelector, o.LabelSelector = opts.FieldSelector, opts.LabelSelector
-			return leases.Watch(ctx, o)
-		},
-	}
-	store := &leaseStore{cache: c, provisioned: provisioned}
-	// A bare reflector, not an informer: an informer cannot be given a backoff.
-	backoff := relistBackoff
-	reflector := cache.NewReflectorWithOptions(lw, &coordinationv1.Lease{}, store, cache.ReflectorOptions{Name: what, Backoff: &backoff})
-	ctx, stop := context.WithCancel(c.ctx)
-	go reflector.RunWithContext(ctx)
-	c.log.Info("Watching "+what, "labelSelector", opts.LabelSelector, "fieldSelector", opts.FieldSelector)
-	return &leaseWatch{stop: stop, store: store}
-}
-
-// leaseStore is what a watch's reflector writes to: it mirrors the leases the cache keeps into the
-// cache's map, where lookups find them without a key function or a copy, and holds nothing itself. Three
-// rules keep the map right while two streams write to it:
-//   - The two watches see disjoint leases, but a lease that gains or loses the label moves from one to the
-//     other, and the two streams may tell it in either order: each store removes only a lease of its own
-//     kind.
-//   - For the same reason, a version older than the one in the map never replaces it, nor removes it.
-//   - A restarted watch's old reflector may still deliver what it had in hand after its successor listed:
-//     once retired, its store writes nothing.
-type leaseStore struct {
-	cache       *LeaseCache
-	provisioned bool
-	retired     bool // guarded by cache.mu
-	synced      atomic.Bool
-}
+// leaseStore is what the watch's reflector writes to: the cache's map itself, where lookups find each
+// lease without a key function or a copy.
+type leaseStore LeaseCache
 
 var _ cache.ReflectorStore = (*leaseStore)(nil)
 
@@ -235,64 +137,35 @@ func (s *leaseStore) Delete(obj any) error {
 	if tombstone, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tombstone.Obj
 	}
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok {
-		return nil
-	}
-	key := namespacedName{l.Namespace, l.Name}
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	if current, ok := s.cache.leases[key]; ok && !s.retired && isProvisioned(current) == s.provisioned && !older(l.ResourceVersion, current) {
-		delete(s.cache.leases, key)
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		s.mu.Lock()
+		delete(s.leases, namespacedName{l.Namespace, l.Name})
+		s.mu.Unlock()
 	}
 	return nil
 }
 
-// Replace is a list: leases of this store's kind that it does not have, and that did not change after
-// it, are gone (also those a previous watch of the same kind, restarted, had put in the map).
-func (s *leaseStore) Replace(list []any, resourceVersion string) error {
-	listed := make(map[namespacedName]bool, len(list))
+// Replace is a list: it is every lease there is.
+func (s *leaseStore) Replace(list []any, _ string) error {
+	leases := make(map[namespacedName]*coordinationv1.Lease, len(list))
 	for _, obj := range list {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
-			listed[namespacedName{l.Namespace, l.Name}] = true
-		}
-		s.set(obj)
-	}
-	s.cache.mu.Lock()
-	if !s.retired {
-		for key, l := range s.cache.leases {
-			if isProvisioned(l) == s.provisioned && !listed[key] && !older(resourceVersion, l) {
-				delete(s.cache.leases, key)
-			}
+			leases[namespacedName{l.Namespace, l.Name}] = l
 		}
 	}
-	s.cache.mu.Unlock()
+	s.mu.Lock()
+	s.leases = leases
+	s.mu.Unlock()
 	s.synced.Store(true)
 	return nil
 }
 
-// set puts a lease into the map: any of leasegate's, and another only when a guard names it.
 func (s *leaseStore) set(obj any) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok {
-		return
+	if l, ok := obj.(*coordinationv1.Lease); ok {
+		s.mu.Lock()
+		s.leases[namespacedName{l.Namespace, l.Name}] = l
+		s.mu.Unlock()
 	}
-	key := namespacedName{l.Namespace, l.Name}
-	s.cache.mu.Lock()
-	defer s.cache.mu.Unlock()
-	if s.retired || !(s.provisioned || s.cache.guardedLocked(key)) {
-		return
-	}
-	if current, ok := s.cache.leases[key]; !ok || !older(l.ResourceVersion, current) {
-		s.cache.leases[key] = l
-	}
-}
-
-// older reports whether resourceVersion is older than current's. Versions that do not compare (not
-// etcd's numbers) are not older: the newest delivery wins, as a single watch would have it.
-func older(resourceVersion string, current *coordinationv1.Lease) bool {
-	c, err := resourceversion.CompareResourceVersion(resourceVersion, current.ResourceVersion)
-	return err == nil && c < 0
 }
 
 // NeedLeaderElection is false: every replica answers admission requests from its own cache.

@@ -53,14 +53,7 @@ type Policy struct {
 	// ownAccounts is "system:serviceaccount:<leasegate's namespace>:": leasegate provisions and removes
 	// Leases itself and is never fenced.
 	ownAccounts string
-	// LeaseRefs are the leases the guards name, for the lease cache.
-	LeaseRefs []LeaseRef
-	// MultiCluster is true when a guard names a MultiClusterLease.
-	MultiCluster bool
 }
-
-// LeaseRef names a guarded lease; Namespace "" means "in the namespace of each request".
-type LeaseRef struct{ Namespace, Name string }
 
 // Compile turns a defaulted, validated configuration into a Policy for leasegate running in
 // ownNamespace.
@@ -73,7 +66,6 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 		missingIdentity: cfg.MissingPodIdentity,
 		margin:          cfg.Election.ClockSkewMargin.Duration,
 	}
-	refs := map[LeaseRef]bool{}
 	for i := range cfg.Guards {
 		g := &cfg.Guards[i]
 		cg := &guard{name: g.Name, enforcement: g.Enforcement, accountsAnywhere: map[string]bool{}, accounts: map[namespacedName]bool{}}
@@ -101,13 +93,6 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 				key := groupResource{r.Group, resource}
 				p.rules[key] = append(p.rules[key], rule{guard: cg, ops: ops})
 			}
-		}
-		ref := LeaseRef{cg.leaseNamespace, cg.leaseName}
-		if cg.multiCluster {
-			p.MultiCluster = true // read from the manager's cache, not the lease informers
-		} else if !refs[ref] {
-			refs[ref] = true
-			p.LeaseRefs = append(p.LeaseRefs, ref)
 		}
 	}
 	return p

@@ -166,7 +166,7 @@ var _ = Describe("The fence", Serial, func() {
 		Eventually(webhookMetrics).Should(ContainSubstring(`leasegate_fence_decisions_total{guard="worker",outcome="denied",reason="held_by_another",webhook="guarded"}`))
 	})
 
-	It("judges a lease leasegate provisioned and one it did not make alike, also while a lease moves between the two watches", func(ctx SpecContext) {
+	It("judges a lease leasegate provisioned and one it did not make alike, also while its label changes", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		// As the injector provisions it: labelled, unheld. The agents take it, keeping the label.
 		_, err := controlPlane.Client.CoordinationV1().Leases(ns).Create(ctx, &coordinationv1.Lease{
@@ -184,15 +184,15 @@ var _ = Describe("The fence", Serial, func() {
 			g.Expect(apierrors.IsForbidden(writeConfigMap(ctx, followerClient, ns, "state", follower.Pod.Name))).To(BeTrue(), "a follower's write")
 		}
 		Eventually(fenced).Should(Succeed())
-		Expect(getLease(ctx, ns).Labels).To(HaveKeyWithValue(contract.Managed, "true"), "judged from leasegate's leases' watch")
+		Expect(getLease(ctx, ns).Labels).To(HaveKeyWithValue(contract.Managed, "true"), "a lease leasegate provisioned")
 
-		By("unlabelling the lease: it leaves leasegate's leases' watch for the others', and is judged throughout")
+		By("unlabelling the lease, as if another controller had made it: judged throughout")
 		unlabel := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":null}}}`)
 		_, err = controlPlane.Client.CoordinationV1().Leases(ns).Patch(ctx, leaseName, types.MergePatchType, unlabel, metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Consistently(fenced).WithTimeout(2 * time.Second).WithPolling(50 * time.Millisecond).Should(Succeed())
 
-		By("labelling it again: back to leasegate's leases' watch")
+		By("labelling it again")
 		relabel := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":"true"}}}`)
 		_, err = controlPlane.Client.CoordinationV1().Leases(ns).Patch(ctx, leaseName, types.MergePatchType, relabel, metav1.PatchOptions{})
 		Expect(err).NotTo(HaveOccurred())
