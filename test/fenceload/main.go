@@ -34,7 +34,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
@@ -86,33 +85,16 @@ type row struct {
 }
 
 func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, guardCounts []int) error {
-	cp, err := framework.StartControlPlane()
+	bench, err := framework.StartWebhookBench(ctx)
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "leasegate-fenceload-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	binary, err := framework.BuildWebhook(dir)
-	if err != nil {
-		return err
-	}
-	webhook, err := cp.StartWebhook(ctx, binary, dir, "leasegate-system")
-	if err != nil {
-		return err
-	}
-	defer webhook.Stop()
+	defer bench.Stop()
+	webhook, api := bench.Webhook, bench.Client
 	client, err := tlsClient(webhook.CA)
 	if err != nil {
 		return err
 	}
-	// Setting up 10,000 leases measures the webhook, not client-go's default rate limit.
-	fast := rest.CopyConfig(cp.Config)
-	fast.QPS, fast.Burst = 5000, 5000
-	api := kubernetes.NewForConfigOrDie(fast)
 
 	var rows []row
 	for _, n := range leaseCounts {
@@ -305,16 +287,7 @@ func applyConfig(ctx context.Context, api kubernetes.Interface, data string) err
 // apiRequests is how many requests the webhook has made to the API server (client-go's count, which
 // controller-runtime serves on /metrics): list, watch, get and update, its leader election's included.
 func apiRequests(webhook *framework.Webhook) (float64, error) {
-	resp, err := http.Get(webhook.MetricsURL)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	m, err := framework.ParseMetrics(body)
+	m, err := webhook.Metrics()
 	if err != nil {
 		return 0, err
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/go-logr/logr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
@@ -55,6 +57,50 @@ func (b *Bench) Stop() {
 	b.ControlPlane.Stop()
 	if b.Dir != "" {
 		_ = os.RemoveAll(b.Dir)
+	}
+}
+
+// WebhookBench is a control plane with leasegate-webhook running against it, and a client that sets up
+// load without client-go's default rate limit: what the fence's and the injector's scale benchmarks
+// measure.
+type WebhookBench struct {
+	ControlPlane *ControlPlane
+	Webhook      *Webhook
+	Client       kubernetes.Interface
+	dir          string
+}
+
+// StartWebhookBench starts the control plane, then the webhook built from this tree; Stop undoes both.
+func StartWebhookBench(ctx context.Context) (*WebhookBench, error) {
+	cp, err := StartControlPlane()
+	if err != nil {
+		return nil, err
+	}
+	b := &WebhookBench{ControlPlane: cp}
+	var binary string
+	if b.dir, err = os.MkdirTemp("", "leasegate-bench-"); err == nil {
+		if binary, err = BuildWebhook(b.dir); err == nil {
+			b.Webhook, err = cp.StartWebhook(ctx, binary, b.dir, "leasegate-system")
+		}
+	}
+	if err != nil {
+		b.Stop()
+		return nil, err
+	}
+	fast := rest.CopyConfig(cp.Config)
+	fast.QPS, fast.Burst = 5000, 5000
+	b.Client = kubernetes.NewForConfigOrDie(fast)
+	return b, nil
+}
+
+// Stop stops the webhook and the control plane and removes the scratch directory.
+func (b *WebhookBench) Stop() {
+	if b.Webhook != nil {
+		b.Webhook.Stop()
+	}
+	b.ControlPlane.Stop()
+	if b.dir != "" {
+		_ = os.RemoveAll(b.dir)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"os/exec"
@@ -229,6 +230,20 @@ func (c *ControlPlane) ensureNamespace(ctx context.Context, name string, labels 
 		return nil
 	}
 	return err
+}
+
+// Metrics scrapes the webhook's /metrics.
+func (w *Webhook) Metrics() (Metrics, error) {
+	resp, err := http.Get(w.MetricsURL)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMetrics(body)
 }
 
 // Stop terminates the webhook gracefully, so it releases its leader election, and waits for it.

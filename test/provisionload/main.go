@@ -11,8 +11,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -24,7 +22,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
@@ -62,29 +59,12 @@ type row struct {
 }
 
 func run(ctx context.Context, counts []int, candidates int) error {
-	cp, err := framework.StartControlPlane()
+	bench, err := framework.StartWebhookBench(ctx)
 	if err != nil {
 		return err
 	}
-	defer cp.Stop()
-	dir, err := os.MkdirTemp("", "leasegate-provisionload-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	binary, err := framework.BuildWebhook(dir)
-	if err != nil {
-		return err
-	}
-	webhook, err := cp.StartWebhook(ctx, binary, dir, "leasegate-system")
-	if err != nil {
-		return err
-	}
-	defer webhook.Stop()
-	// The creations measure the API server and the webhook, not client-go's default rate limit.
-	fast := rest.CopyConfig(cp.Config)
-	fast.QPS, fast.Burst = 5000, 5000
-	api := kubernetes.NewForConfigOrDie(fast)
+	defer bench.Stop()
+	webhook, api := bench.Webhook, bench.Client
 
 	var rows []row
 	for _, n := range counts {
@@ -224,16 +204,7 @@ func provisioned(ctx context.Context, api kubernetes.Interface, ns string, n int
 
 // injectionP99 is the 99th percentile of the webhook's own injection histogram, over every row so far.
 func injectionP99(webhook *framework.Webhook) (float64, error) {
-	resp, err := http.Get(webhook.MetricsURL)
-	if err != nil {
-		return 0, err
-	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return 0, err
-	}
-	m, err := framework.ParseMetrics(body)
+	m, err := webhook.Metrics()
 	if err != nil {
 		return 0, err
 	}
