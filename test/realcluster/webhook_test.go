@@ -17,6 +17,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -55,6 +56,13 @@ func webhookSpecs() {
 			Expect(p.Spec.InitContainers).To(ContainElement(HaveField("Name", agentContainer)), "%s was admitted without its agent", p.Name)
 		}
 		awaitWebhookReplicas(ctx, node, 2)
+		// The deleted replica serves through its preStop delay and then shuts down, which the specs after
+		// this one would measure (CI saw one admission call of the rotation spec's load fail with EOF in
+		// that window): they start once it is gone.
+		Eventually(func() bool {
+			_, err := node.Client.CoreV1().Pods(leasegateNamespace).Get(ctx, victim, metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(60*time.Second).Should(BeTrue(), "the deleted webhook replica is gone")
 	})
 
 	It("keeps the webhook's and the agents' memory within their limits", func() {
