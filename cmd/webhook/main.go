@@ -35,7 +35,7 @@ func main() {
 	flag.Parse()
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
-	if err := manager.Run(ctrl.SetupSignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {
+	if err := manager.Run(manager.SignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {
 		ctrl.Log.Error(err, "leasegate-webhook failed")
 		os.Exit(1)
 	}

@@ -177,7 +177,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return fmt.Errorf("setting up the leader-Service controller: %w", err)
 	}
 	serve := func(path string, handler admission.Handler) {
-		mgr.GetWebhookServer().Register(path, withBodyDeadline(&webhook.Admission{Handler: handler}))
+		mgr.GetWebhookServer().Register(path, withBodyDeadline(closeWhenDraining(&webhook.Admission{Handler: handler})))
 	}
 	serve(MutatePodsPath, &inject.Handler{
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace,
