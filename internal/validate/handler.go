@@ -23,7 +23,6 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // EventReasonDenied is the reason of the Event recorded for every write a guard fences.
@@ -33,10 +32,11 @@ const EventReasonDenied = "LeaderGateDenied"
 const maxWarning = 120
 
 // Fence serves the fence's admission webhooks from a Policy compiled from the configuration in force
-// and a cache of the guarded leases.
+// and a cache of the leases.
 type Fence struct {
+	// Leases is every lease a decision reads: guarded writes', evictions' and leader Services'.
 	Leases LeaseGetter
-	// Cluster reads injected pods and managed Leases from the manager's cache (evictions).
+	// Cluster reads injected pods and leader Services from the manager's cache.
 	Cluster      client.Reader
 	Recorder     events.EventRecorder
 	OwnNamespace string
@@ -96,8 +96,8 @@ func (f *Fence) LeaseWrites() admission.Handler {
 }
 
 // Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction from a
-// pod, for the pods that restart on loss (path /validate-evictions). It reads the pod and its lease from
-// the manager's caches of injected pods and managed Leases: no API call.
+// pod, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
+// cache of injected pods and its lease from the fence's: no API call.
 func (f *Fence) Evictions() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
@@ -117,17 +117,10 @@ func (f *Fence) Evictions() admission.Handler {
 			return admission.Allowed("the pod does not restart on loss")
 		}
 		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
-		var lock client.Object = &coordinationv1.Lease{}
 		if status.LeaseKind == config.LeaseKindMultiClusterLease {
-			lock = &v1alpha1.MultiClusterLease{}
-		}
-		switch err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: leaseName}, lock); {
-		case apierrors.IsNotFound(err):
-		case err != nil:
-			return admission.Errored(http.StatusInternalServerError, err)
-		default:
-			eviction.Lease, _ = lock.(*coordinationv1.Lease)
-			eviction.MultiClusterLease, _ = lock.(*v1alpha1.MultiClusterLease)
+			eviction.MultiClusterLease, _ = f.Leases.MultiClusterLease(req.Namespace, leaseName)
+		} else {
+			eviction.Lease, _ = f.Leases.Get(req.Namespace, leaseName)
 		}
 		v := DecideEviction(eviction, start, f.policy.Load().margin)
 		if v.LeaseName == "" {
@@ -141,7 +134,7 @@ func (f *Fence) Evictions() admission.Handler {
 
 // LeaderEndpoints refuses anyone's write to the EndpointSlice of a "<service>-leader" Service that
 // leasegate keeps on the lease holder (path /validate-endpointslices); leasegate's own writes never reach
-// it. The companion Service and its lease come from the manager's caches: no API call.
+// it. The companion Service comes from the manager's cache and its lease from the fence's: no API call.
 func (f *Fence) LeaderEndpoints() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
@@ -163,7 +156,7 @@ func (f *Fence) LeaderEndpoints() admission.Handler {
 		v := f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
 		if leaderService {
 			v.LeaseNamespace, v.LeaseName = req.Namespace, companion.Labels[contract.LeaderLease]
-			if l := (&coordinationv1.Lease{}); f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: v.LeaseName}, l) == nil {
+			if l, ok := f.Leases.Get(req.Namespace, v.LeaseName); ok {
 				v.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			}
 		}
