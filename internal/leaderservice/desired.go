@@ -160,16 +160,22 @@ func Slice(svc, companion *corev1.Service, holder *corev1.Pod) *discoveryv1.Endp
 	return slice
 }
 
-// resolvePort is the holder's port for a Service port, as the endpoint controllers resolve it: a named
-// targetPort is looked up among the pod's container ports (a port the pod lacks is left out), a number is
+// resolvePort is the holder's port for a Service port, as the endpoint controllers resolve it
+// (podutil.FindPort): a named targetPort is looked up among the containers' ports, then the native
+// sidecars' (a gated pod's named port is on the agent), a port the pod lacks is left out; a number is
 // itself, and no targetPort is the Service port.
 func resolvePort(p corev1.ServicePort, pod *corev1.Pod) (int32, bool) {
 	switch {
 	case p.TargetPort.Type == intstr.String && p.TargetPort.StrVal != "":
 		for _, c := range pod.Spec.Containers {
-			for _, cp := range c.Ports {
-				if cp.Name == p.TargetPort.StrVal && cp.Protocol == p.Protocol {
-					return cp.ContainerPort, true
+			if port, ok := namedPort(c, p); ok {
+				return port, true
+			}
+		}
+		for _, c := range pod.Spec.InitContainers {
+			if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+				if port, ok := namedPort(c, p); ok {
+					return port, true
 				}
 			}
 		}
@@ -178,6 +184,16 @@ func resolvePort(p corev1.ServicePort, pod *corev1.Pod) (int32, bool) {
 		return int32(p.TargetPort.IntValue()), true
 	}
 	return p.Port, true
+}
+
+// namedPort is c's port that p's targetPort names, with p's protocol.
+func namedPort(c corev1.Container, p corev1.ServicePort) (int32, bool) {
+	for _, cp := range c.Ports {
+		if cp.Name == p.TargetPort.StrVal && cp.Protocol == p.Protocol {
+			return cp.ContainerPort, true
+		}
+	}
+	return 0, false
 }
 
 // addressType is the family of svc's first IP (IPv4 unless the Service says otherwise).

@@ -140,6 +140,18 @@ func TestSlice(t *testing.T) {
 	if missing := Slice(namedOnly, companion, pod("orders-a", "a", func(p *corev1.Pod) { p.Spec.Containers[0].Ports = nil })); len(missing.Endpoints) != 0 {
 		t.Errorf("a holder without the Service's named port gets no endpoint: %+v", missing.Endpoints)
 	}
+	gated := pod("orders-a", "a", func(p *corev1.Pod) {
+		// The mutation gate moves the app's named port to the agent, a native sidecar.
+		p.Spec.Containers[0].Ports = nil
+		p.Spec.InitContainers = []corev1.Container{
+			{Name: "setup", Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 7000, Protocol: corev1.ProtocolTCP}}},
+			{Name: "leasegate-agent", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+				Ports: []corev1.ContainerPort{{Name: "http", ContainerPort: 9441, Protocol: corev1.ProtocolTCP}}},
+		}
+	})
+	if s := Slice(namedOnly, companion, gated); len(s.Ports) != 1 || *s.Ports[0].Port != 9441 {
+		t.Errorf("a named port on a native sidecar (the gate) resolves there, not on a plain init container: %+v", s.Ports)
+	}
 	v6 := service(func(s *corev1.Service) { s.Spec.IPFamilies = []corev1.IPFamily{corev1.IPv6Protocol} })
 	dual := pod("orders-a", "a", func(p *corev1.Pod) { p.Status.PodIPs = append(p.Status.PodIPs, corev1.PodIP{IP: "fd00::7"}) })
 	if s := Slice(v6, companion, dual); s.AddressType != discoveryv1.AddressTypeIPv6 || s.Endpoints[0].Addresses[0] != "fd00::7" {
