@@ -134,7 +134,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 			// measured 415 MiB instead of 440 MiB.
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
-				&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"})},
+				&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"}), Transform: slimPod},
 				&rbacv1.Role{}:          {Label: managed},
 				&rbacv1.RoleBinding{}:   {Label: managed},
 				&coordinationv1.Lease{}: {Label: managed},

@@ -1,0 +1,60 @@
+package manager
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasegate/leasegate/internal/contract"
+)
+
+// slimPod is the cache's transform for injected pods: it keeps only what leasegate's readers of that
+// cache look at, so the webhook holds a few hundred bytes per pod instead of about 22 KiB (the whole spec
+// with the agent's env, probes and volumes, every annotation, the container statuses). The readers:
+//   - provisioning: the status annotation (the pod's leases, on-loss), the service account;
+//   - the leader Service: UID, labels, deletion, node, the containers' and native sidecars' ports (a
+//     gated pod's named port is on the agent, a native sidecar), the addresses and the Ready condition;
+//   - evictions: name, UID, the status annotation.
+//
+// A reader that needs another field must add it here (TestSlimPodKeepsWhatReadersRead fails otherwise
+// for the fields it checks). Nothing may write a cached pod back: the rest is gone.
+func slimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil // a tombstone (cache.DeletedFinalStateUnknown) carries an already slimmed pod
+	}
+	slim := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion,
+			Labels: pod.Labels, DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Spec: corev1.PodSpec{
+			ServiceAccountName: pod.Spec.ServiceAccountName,
+			NodeName:           pod.Spec.NodeName,
+			Containers:         containerPorts(pod.Spec.Containers),
+			InitContainers:     containerPorts(pod.Spec.InitContainers),
+		},
+		Status: corev1.PodStatus{PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs},
+	}
+	if status, ok := pod.Annotations[contract.Status]; ok {
+		slim.Annotations = map[string]string{contract.Status: status}
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return slim, nil
+}
+
+// containerPorts keeps each container's name, restart policy (a native sidecar's is Always) and ports.
+func containerPorts(containers []corev1.Container) []corev1.Container {
+	if len(containers) == 0 {
+		return nil
+	}
+	kept := make([]corev1.Container, len(containers))
+	for i, c := range containers {
+		kept[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, Ports: c.Ports}
+	}
+	return kept
+}
