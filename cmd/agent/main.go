@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/go-logr/logr"
@@ -18,7 +20,19 @@ import (
 	"github.com/leasegate/leasegate/internal/agent"
 )
 
+// defaultMemoryLimit is the agent's soft memory limit unless GOMEMLIMIT sets one: the Go runtime collects
+// and returns memory to the kernel harder as it nears it. The agent's live heap is 1-3 MiB; after 20
+// crash takeovers the largest agent measured 18.4 MiB resident with it against 20.0-20.5 MiB without, and
+// handovers kept their time (6.6 ms). At 6 MiB handovers slowed to 34 ms (collection on every step).
+const defaultMemoryLimit = 10 << 20
+
 func main() {
+	// Nothing reads the agent's heap profile: without sampling, the runtime does not set up its 1.4 MiB
+	// profiling hash table.
+	runtime.MemProfileRate = 0
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(defaultMemoryLimit)
+	}
 	settings, err := agent.LoadSettings(os.Args[1:], os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
 		fmt.Fprintln(os.Stderr, "Usage: leasegate-agent [flags]\n\nEvery flag may instead be set by the environment variable named beside it.")

@@ -82,19 +82,26 @@ func (p *Process) WaitExit(ctx context.Context, timeout time.Duration) bool {
 // RSSBytes is the process's resident set size from /proc.
 func (p *Process) RSSBytes() (int64, error) { return RSSBytes(p.Pid()) }
 
+// PrivateBytes is the process's anonymous resident memory from /proc: its RSS without the pages of its
+// binary, which every process running the same file shares through the page cache.
+func (p *Process) PrivateBytes() (int64, error) { return procStatusBytes(p.Pid(), "RssAnon") }
+
 // RSSBytes is the resident set size of the process pid.
-func RSSBytes(pid int) (int64, error) {
+func RSSBytes(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// procStatusBytes reads one "<field>: <n> kB" line of /proc/<pid>/status.
+func procStatusBytes(pid int, field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(rest), "kB")), 10, 64)
 			return kb * 1024, err
 		}
 	}
-	return 0, fmt.Errorf("no VmRSS for pid %d", pid)
+	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
 type syncBuffer struct {
