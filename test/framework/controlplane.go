@@ -5,11 +5,13 @@ package framework
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"k8s.io/client-go/kubernetes"
@@ -62,6 +64,41 @@ func (c *ControlPlane) Address() string {
 
 // Stop stops the API server and etcd and removes their data.
 func (c *ControlPlane) Stop() error { return c.env.Stop() }
+
+// Metrics are the API server's own metrics.
+func (c *ControlPlane) Metrics(ctx context.Context) (Metrics, error) {
+	body, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ParseMetrics(body)
+}
+
+// RSSBytes are the resident set sizes of the API server and etcd, which envtest starts as this process's
+// children; zero for one not found.
+func (c *ControlPlane) RSSBytes() (apiServer, etcd int64) {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, stat := range stats {
+		data, err := os.ReadFile(stat)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so split after its closing parenthesis.
+		lparen, rparen := strings.IndexByte(string(data), '('), strings.LastIndexByte(string(data), ')')
+		fields := strings.Fields(string(data[rparen+1:]))
+		if lparen < 0 || rparen < lparen || len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
+			continue
+		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(data[:lparen])))
+		switch string(data[lparen+1 : rparen]) {
+		case "kube-apiserver":
+			apiServer, _ = RSSBytes(pid)
+		case "etcd":
+			etcd, _ = RSSBytes(pid)
+		}
+	}
+	return apiServer, etcd
+}
 
 func controlPlaneAssets() (string, error) {
 	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {

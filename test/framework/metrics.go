@@ -39,12 +39,25 @@ func (m Metrics) Sum(name string, labels map[string]string) float64 {
 // labels, merged, as PromQL's histogram_quantile does: linear interpolation inside the bucket the rank
 // falls in. It returns the number of observations too; with none the quantile is NaN.
 func (m Metrics) Quantile(name string, labels map[string]string, q float64) (quantile float64, observations uint64) {
+	return m.QuantileSince(nil, name, labels, q)
+}
+
+// QuantileSince is Quantile of the observations made between the scrape before and this one, as PromQL's
+// histogram_quantile over an increase. A nil before counts every observation.
+func (m Metrics) QuantileSince(before Metrics, name string, labels map[string]string, q float64) (quantile float64, observations uint64) {
 	cumulative := map[float64]uint64{}
 	for _, metric := range m.matching(name, labels) {
 		h := metric.GetHistogram()
 		observations += h.GetSampleCount()
 		for _, b := range h.GetBucket() {
 			cumulative[b.GetUpperBound()] += b.GetCumulativeCount()
+		}
+	}
+	for _, metric := range before.matching(name, labels) {
+		h := metric.GetHistogram()
+		observations -= h.GetSampleCount()
+		for _, b := range h.GetBucket() {
+			cumulative[b.GetUpperBound()] -= b.GetCumulativeCount()
 		}
 	}
 	if observations == 0 {

@@ -77,3 +77,29 @@ func TestMetricsQuantile(t *testing.T) {
 		t.Errorf("no observations: got %v over %d, want NaN over 0", q, n)
 	}
 }
+
+func TestMetricsQuantileSince(t *testing.T) {
+	before, err := ParseMetrics([]byte(scraped))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Since the first scrape, a's 100 more observations all fell between 0.1 and 1.
+	after, err := ParseMetrics([]byte(`# TYPE latency_seconds histogram
+latency_seconds_bucket{name="a",le="0.01"} 50
+latency_seconds_bucket{name="a",le="0.1"} 90
+latency_seconds_bucket{name="a",le="1"} 200
+latency_seconds_bucket{name="a",le="+Inf"} 200
+latency_seconds_sum{name="a"} 54
+latency_seconds_count{name="a"} 200
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, observations := after.QuantileSince(before, "latency_seconds", map[string]string{"name": "a"}, 0.5)
+	if want := 0.1 + 0.9*0.5; math.Abs(got-want) > 1e-9 || observations != 100 {
+		t.Errorf("QuantileSince = %v over %d observations, want %v over 100 (the window's alone)", got, observations, want)
+	}
+	if whole, n := after.Quantile("latency_seconds", map[string]string{"name": "a"}, 0.5); n != 200 || math.Abs(whole-(0.1+0.9*10/110)) > 1e-9 {
+		t.Errorf("Quantile over every observation = %v over %d, want %v over 200", whole, n, 0.1+0.9*10/110)
+	}
+}
