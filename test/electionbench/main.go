@@ -7,8 +7,6 @@
 package main
 
 import (
-	"bufio"
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
@@ -187,36 +185,17 @@ func leaseCallsDuring(ctx context.Context, cp *framework.ControlPlane, window ti
 
 // leaseRequests sums apiserver_request_total for leases by verb.
 func leaseRequests(ctx context.Context, cp *framework.ControlPlane) (map[string]float64, error) {
-	body, err := cp.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
+	m, err := cp.Metrics(ctx)
 	if err != nil {
 		return nil, err
 	}
 	byVerb := map[string]float64{}
-	scanner := bufio.NewScanner(bytes.NewReader(body))
-	scanner.Buffer(make([]byte, 1<<20), 1<<20)
-	for scanner.Scan() {
-		line := scanner.Text()
-		if !strings.HasPrefix(line, "apiserver_request_total{") || !strings.Contains(line, `resource="leases"`) {
-			continue
+	for _, verb := range []string{"GET", "LIST", "WATCH", "POST", "PUT", "PATCH", "DELETE"} {
+		if n := m.Sum("apiserver_request_total", map[string]string{"resource": "leases", "verb": verb}); n > 0 {
+			byVerb[verb] = n
 		}
-		verb := label(line, "verb")
-		fields := strings.Fields(line)
-		n, err := strconv.ParseFloat(fields[len(fields)-1], 64)
-		if err != nil {
-			return nil, err
-		}
-		byVerb[verb] += n
 	}
-	return byVerb, scanner.Err()
-}
-
-func label(line, name string) string {
-	_, rest, ok := strings.Cut(line, name+`="`)
-	if !ok {
-		return ""
-	}
-	value, _, _ := strings.Cut(rest, `"`)
-	return value
+	return byVerb, nil
 }
 
 func portOf(host string) (int, error) {

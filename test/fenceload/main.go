@@ -90,7 +90,7 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, gua
 		return err
 	}
 	defer bench.Stop()
-	webhook, api := bench.Webhook, bench.Client
+	webhook := bench.Webhook
 	client, err := tlsClient(webhook.CA)
 	if err != nil {
 		return err
@@ -102,7 +102,7 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, gua
 			if g > n {
 				continue
 			}
-			r, err := measure(ctx, api, client, webhook, rate, duration, n, g)
+			r, err := measure(ctx, bench, client, rate, duration, n, g)
 			if err != nil {
 				return fmt.Errorf("%d leases, %d guards: %w", n, g, err)
 			}
@@ -123,7 +123,8 @@ func run(ctx context.Context, rate int, duration time.Duration, leaseCounts, gua
 }
 
 // measure sets up n leases and g guards, drives the fence, and removes the leases again.
-func measure(ctx context.Context, api kubernetes.Interface, client *http.Client, webhook *framework.Webhook, rate int, duration time.Duration, n, g int) (row, error) {
+func measure(ctx context.Context, bench *framework.WebhookBench, client *http.Client, rate int, duration time.Duration, n, g int) (row, error) {
+	api, webhook := bench.Client, bench.Webhook
 	url := webhook.URL
 	fmt.Fprintf(os.Stderr, "creating %d held leases in %d namespaces, and %d guards\n", n, (n+g-1)/g, g)
 	if err := createLeases(ctx, api, n, g); err != nil {
@@ -196,10 +197,12 @@ func measure(ctx context.Context, api kubernetes.Interface, client *http.Client,
 	pct := func(p float64) time.Duration {
 		return latencies[int(float64(len(latencies)-1)*p)].Round(time.Microsecond)
 	}
-	watches, err := leaseWatches(ctx, api)
+	apiServer, err := bench.ControlPlane.Metrics(ctx)
 	if err != nil {
 		return row{}, err
 	}
+	// The webhook's alone, here.
+	watches := apiServer.Sum("apiserver_longrunning_requests", map[string]string{"resource": "leases", "verb": "WATCH"})
 	return row{leases: n, guards: g, requests: len(latencies) + failures, failures: failures,
 		throughput: float64(len(latencies)) / elapsed.Seconds(), p50: pct(0.5), p99: pct(0.99), max: pct(1), watches: watches,
 		apiPerSecond: (requestsAfter - requestsBefore) / elapsed.Seconds()}, nil
@@ -292,19 +295,6 @@ func apiRequests(webhook *framework.Webhook) (float64, error) {
 		return 0, err
 	}
 	return m.Sum("rest_client_requests_total", nil), nil
-}
-
-// leaseWatches is how many Lease watches the API server is serving: the webhook's alone, here.
-func leaseWatches(ctx context.Context, api kubernetes.Interface) (float64, error) {
-	body, err := api.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
-	if err != nil {
-		return 0, err
-	}
-	m, err := framework.ParseMetrics(body)
-	if err != nil {
-		return 0, err
-	}
-	return m.Sum("apiserver_longrunning_requests", map[string]string{"resource": "leases", "verb": "WATCH"}), nil
 }
 
 // review is an AdmissionReview of a ConfigMap update in namespace load-0 from a pod of service account
