@@ -22,7 +22,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -55,15 +54,11 @@ func main() {
 	flag.Parse()
 	framework.QuietControllerRuntime()
 	klog.SetLogger(logr.Discard()) // client-go reports the electors' requests cancelled at the end of each row
-	var counts []int
-	for _, field := range strings.Split(*leases, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(field))
-		if err != nil || n < 1 || *candidates < 2 || *crashes < 1 || *crashes > n || *startRate < 1 || *renewals < 1 {
-			fmt.Fprintf(os.Stderr, "electionload: -leases %q -candidates %d -crashes %d -start-rate %d: want positive counts, at least 2 candidates, crashes within each row's leases\n",
-				*leases, *candidates, *crashes, *startRate)
-			os.Exit(2)
-		}
-		counts = append(counts, n)
+	counts, err := framework.Counts(*leases)
+	if err != nil || *candidates < 2 || *crashes < 1 || *crashes > slices.Min(counts) || *startRate < 1 || *renewals < 1 {
+		fmt.Fprintf(os.Stderr, "electionload: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d: want positive counts, at least 2 candidates, crashes within each row's leases\n",
+			*leases, *candidates, *crashes, *startRate, *renewals)
+		os.Exit(2)
 	}
 	if err := run(context.Background(), counts, *candidates, *window, *crashes, *startRate, *renewals); err != nil {
 		fmt.Fprintln(os.Stderr, "electionload:", err)
@@ -381,13 +376,7 @@ func waitLed(electors []*elector, candidates int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
 		unled := 0
-		for i := 0; i < len(electors); i += candidates {
-			leaders := 0
-			for _, e := range electors[i : i+candidates] {
-				if e.Status().IsLeader {
-					leaders++
-				}
-			}
+		for _, leaders := range leadersPerLease(electors, candidates) {
 			if leaders != 1 {
 				unled++
 			}
@@ -405,18 +394,23 @@ func waitLed(electors []*elector, candidates int, timeout time.Duration) error {
 // doubleClaims counts the leases two electors claim at once.
 func doubleClaims(electors []*elector, candidates int) int {
 	double := 0
-	for i := 0; i < len(electors); i += candidates {
-		leaders := 0
-		for _, e := range electors[i : i+candidates] {
-			if e.Status().IsLeader {
-				leaders++
-			}
-		}
+	for _, leaders := range leadersPerLease(electors, candidates) {
 		if leaders > 1 {
 			double++
 		}
 	}
 	return double
+}
+
+// leadersPerLease counts, lease by lease, the electors that say they lead it.
+func leadersPerLease(electors []*elector, candidates int) []int {
+	leaders := make([]int, len(electors)/candidates)
+	for i, e := range electors {
+		if e.Status().IsLeader {
+			leaders[i/candidates]++
+		}
+	}
+	return leaders
 }
 
 // crashLeaders crashes the leaders of k leases picked at random, all at once, and times until another
@@ -462,7 +456,7 @@ func crashLeaders(electors []*elector, candidates, k int, timing lease.Timing) (
 // createLeases makes n unheld leases labelled as leasegate provisions them.
 func createLeases(ctx context.Context, api kubernetes.Interface, n int) error {
 	row := n
-	return inParallel(n, func(i int) error {
+	return framework.InParallel(n, func(i int) error {
 		ns := namespaceOf(row, i)
 		if i%leasesPerNamespace == 0 {
 			if _, err := api.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -483,7 +477,7 @@ func createLeases(ctx context.Context, api kubernetes.Interface, n int) error {
 }
 
 func deleteNamespaces(ctx context.Context, api kubernetes.Interface, n int) {
-	_ = inParallel((n+leasesPerNamespace-1)/leasesPerNamespace, func(j int) error {
+	_ = framework.InParallel((n+leasesPerNamespace-1)/leasesPerNamespace, func(j int) error {
 		return api.CoreV1().Namespaces().Delete(ctx, namespaceOf(n, j*leasesPerNamespace), metav1.DeleteOptions{})
 	})
 }
@@ -492,7 +486,7 @@ func deleteNamespaces(ctx context.Context, api kubernetes.Interface, n int) {
 func transitions(ctx context.Context, api kubernetes.Interface, n int) (int, error) {
 	total := 0
 	var mu sync.Mutex
-	err := inParallel((n+leasesPerNamespace-1)/leasesPerNamespace, func(j int) error {
+	err := framework.InParallel((n+leasesPerNamespace-1)/leasesPerNamespace, func(j int) error {
 		list, err := api.CoordinationV1().Leases(namespaceOf(n, j*leasesPerNamespace)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
@@ -507,31 +501,4 @@ func transitions(ctx context.Context, api kubernetes.Interface, n int) (int, err
 		return nil
 	})
 	return total, err
-}
-
-// inParallel calls do for 0..n-1, 16 at a time, and returns the first error.
-func inParallel(n int, do func(int) error) error {
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var first error
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := do(i); err != nil {
-					mu.Lock()
-					if first == nil {
-						first = err
-					}
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	return first
 }

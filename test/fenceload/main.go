@@ -47,10 +47,10 @@ func main() {
 	guards := flag.String("guards", "1", "comma-separated numbers of guards, a row each with every number of leases")
 	flag.Parse()
 	framework.QuietControllerRuntime()
-	leaseCounts, err := counts(*leases)
+	leaseCounts, err := framework.Counts(*leases)
 	if err == nil {
 		var guardCounts []int
-		if guardCounts, err = counts(*guards); err == nil {
+		if guardCounts, err = framework.Counts(*guards); err == nil {
 			err = run(context.Background(), *rate, *duration, leaseCounts, guardCounts)
 		}
 	}
@@ -58,18 +58,6 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fenceload:", err)
 		os.Exit(1)
 	}
-}
-
-func counts(list string) ([]int, error) {
-	var n []int
-	for _, field := range strings.Split(list, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(field))
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("%q: want a comma-separated list of positive counts", list)
-		}
-		n = append(n, v)
-	}
-	return n, nil
 }
 
 // row is one measurement.
@@ -212,7 +200,7 @@ func measure(ctx context.Context, bench *framework.WebhookBench, client *http.Cl
 // worker-<i mod g> in namespace load-<i / g>.
 func createLeases(ctx context.Context, api kubernetes.Interface, n, g int) error {
 	renewed := metav1.NewMicroTime(time.Now())
-	return inParallel(n, func(i int) error {
+	return framework.InParallel(n, func(i int) error {
 		ns := "load-" + strconv.Itoa(i/g)
 		if i%g == 0 {
 			_, err := api.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
@@ -237,39 +225,9 @@ func createLeases(ctx context.Context, api kubernetes.Interface, n, g int) error
 }
 
 func deleteLeases(ctx context.Context, api kubernetes.Interface, n, g int) {
-	_ = inParallel((n+g-1)/g, func(j int) error {
+	_ = framework.InParallel((n+g-1)/g, func(j int) error {
 		return api.CoordinationV1().Leases("load-"+strconv.Itoa(j)).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
 	})
-}
-
-// inParallel calls do for 0..n-1, 16 at a time, and returns the first error.
-func inParallel(n int, do func(int) error) error {
-	var wg sync.WaitGroup
-	errs := make(chan error, 16)
-	next := make(chan int)
-	for range 16 {
-		wg.Go(func() {
-			for i := range next {
-				if err := do(i); err != nil {
-					select {
-					case errs <- err:
-					default:
-					}
-				}
-			}
-		})
-	}
-	for i := range n {
-		next <- i
-	}
-	close(next)
-	wg.Wait()
-	select {
-	case err := <-errs:
-		return err
-	default:
-		return nil
-	}
 }
 
 func applyConfig(ctx context.Context, api kubernetes.Interface, data string) error {

@@ -14,7 +14,6 @@ import (
 	"os"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,14 +32,10 @@ func main() {
 	candidates := flag.Int("candidates", 3, "pods per lease")
 	flag.Parse()
 	framework.QuietControllerRuntime()
-	var counts []int
-	for _, field := range strings.Split(*leases, ",") {
-		n, err := strconv.Atoi(strings.TrimSpace(field))
-		if err != nil || n < 1 || *candidates < 1 {
-			fmt.Fprintf(os.Stderr, "provisionload: -leases %q -candidates %d: want positive counts\n", *leases, *candidates)
-			os.Exit(2)
-		}
-		counts = append(counts, n)
+	counts, err := framework.Counts(*leases)
+	if err != nil || *candidates < 1 {
+		fmt.Fprintf(os.Stderr, "provisionload: -leases %q -candidates %d: want positive counts\n", *leases, *candidates)
+		os.Exit(2)
 	}
 	if err := run(context.Background(), counts, *candidates); err != nil {
 		fmt.Fprintln(os.Stderr, "provisionload:", err)
