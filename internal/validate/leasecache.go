@@ -150,7 +150,7 @@ func (s *leaseStore) Replace(list []any, _ string) error {
 	leases := make(map[namespacedName]*coordinationv1.Lease, len(list))
 	for _, obj := range list {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
-			leases[namespacedName{l.Namespace, l.Name}] = l
+			leases[namespacedName{l.Namespace, l.Name}] = kept(l)
 		}
 	}
 	s.mu.Lock()
@@ -162,10 +162,19 @@ func (s *leaseStore) Replace(list []any, _ string) error {
 
 func (s *leaseStore) set(obj any) {
 	if l, ok := obj.(*coordinationv1.Lease); ok {
+		l = kept(l)
 		s.mu.Lock()
 		s.leases[namespacedName{l.Namespace, l.Name}] = l
 		s.mu.Unlock()
 	}
+}
+
+// kept is the lease as the cache holds it: without managedFields, which no judgement reads and which are
+// most of a renewed lease's size (an entry per writer, each with its fields as JSON). The reflector hands
+// over a freshly decoded object, so it is changed in place.
+func kept(l *coordinationv1.Lease) *coordinationv1.Lease {
+	l.ManagedFields = nil
+	return l
 }
 
 // NeedLeaderElection is false: every replica answers admission requests from its own cache.

@@ -49,6 +49,27 @@ func TestLeaseCacheMirrorsItsWatch(t *testing.T) {
 	}
 }
 
+func TestLeaseCacheDropsManagedFields(t *testing.T) {
+	c := NewLeaseCache(nil, logr.Discard())
+	store := (*leaseStore)(c)
+	withFields := func(name string) *coordinationv1.Lease {
+		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, ManagedFields: []metav1.ManagedFieldsEntry{
+			{Manager: "leasegate-agent", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:holderIdentity":{}}}`)}},
+		}}}
+	}
+	_ = store.Replace([]any{withFields("listed")}, "1")
+	_ = store.Add(withFields("added"))
+	_ = store.Update(withFields("updated"))
+	for _, name := range []string{"listed", "added", "updated"} {
+		l, ok := c.Get("shop", name)
+		if !ok {
+			t.Errorf("lease %s not cached", name)
+		} else if l.ManagedFields != nil {
+			t.Errorf("lease %s cached with managedFields %v", name, l.ManagedFields)
+		}
+	}
+}
+
 func BenchmarkLeaseCacheGet(b *testing.B) {
 	c := NewLeaseCache(nil, logr.Discard())
 	_ = (*leaseStore)(c).Replace([]any{&coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}}, "1")
