@@ -54,7 +54,7 @@ func TestLeaseCacheDropsManagedFields(t *testing.T) {
 	store := (*leaseStore)(c)
 	withFields := func(name string) *coordinationv1.Lease {
 		return &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: name, ManagedFields: []metav1.ManagedFieldsEntry{
-			{Manager: "leasegate-agent", Operation: metav1.ManagedFieldsOperationUpdate, FieldsV1: &metav1.FieldsV1{Raw: []byte(`{"f:spec":{"f:holderIdentity":{}}}`)}},
+			{Manager: "leasegate-agent", Operation: metav1.ManagedFieldsOperationUpdate},
 		}}}
 	}
 	_ = store.Replace([]any{withFields("listed")}, "1")
