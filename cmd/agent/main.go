@@ -15,7 +15,6 @@ import (
 	"syscall"
 
 	"github.com/go-logr/logr"
-	"k8s.io/klog/v2"
 
 	"github.com/leasegate/leasegate/internal/agent"
 )
@@ -46,7 +45,6 @@ func main() {
 	}
 
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil))
-	klog.SetLogger(log) // client-go's reflector logs through klog
 
 	a, err := agent.New(settings, log)
 	if err != nil {

@@ -15,11 +15,10 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/gate"
+	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -63,20 +62,15 @@ type runningElection struct {
 // before the agent takes part in any election. Every election shares one API client, so their watches
 // share one HTTP/2 connection to the API server.
 func New(s Settings, log logr.Logger) (*Agent, error) {
-	config, err := restConfig(s.Kubeconfig)
+	api, err := apiClient(s.Kubeconfig)
 	if err != nil {
 		return nil, err
 	}
-	client, err := lease.NewClient(config)
-	if err != nil {
-		return nil, fmt.Errorf("building the API client: %w", err)
-	}
+	client := lease.NewClient(api)
 	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
 	var store lease.Store = client
 	if s.LeaseKind == LeaseKindMultiClusterLease {
-		if store, err = lease.NewMultiClusterStore(config); err != nil {
-			return nil, fmt.Errorf("building the API client: %w", err)
-		}
+		store = lease.NewMultiClusterClient(api)
 	}
 	specs := s.ElectionSpecs()
 	for _, spec := range specs {
@@ -274,18 +268,21 @@ func (a *Agent) writeStatus() {
 	}
 }
 
-// restConfig loads KUBECONFIG when set, in-cluster config otherwise.
-func restConfig(kubeconfig string) (*rest.Config, error) {
-	var config *rest.Config
+// apiClient is the API client from KUBECONFIG when set, the pod's in-cluster config otherwise.
+func apiClient(kubeconfig string) (*kubeclient.Client, error) {
+	var config *kubeclient.Config
 	var err error
 	if kubeconfig != "" {
-		config, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
-		if err != nil {
+		if config, err = kubeclient.LoadKubeconfig(kubeconfig); err != nil {
 			return nil, fmt.Errorf("KUBECONFIG=%s: %w", kubeconfig, err)
 		}
-	} else if config, err = rest.InClusterConfig(); err != nil {
+	} else if config, err = kubeclient.InCluster(); err != nil {
 		return nil, fmt.Errorf("no cluster access: set KUBECONFIG (--kubeconfig) outside a pod: %w", err)
 	}
 	config.UserAgent = "leasegate-agent"
-	return config, nil
+	client, err := kubeclient.New(config)
+	if err != nil {
+		return nil, fmt.Errorf("building the API client: %w", err)
+	}
+	return client, nil
 }

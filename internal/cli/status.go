@@ -23,6 +23,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leasev1"
 	"github.com/leasegate/leasegate/internal/validate"
 )
 
@@ -212,7 +213,7 @@ func loadConfig(ctx context.Context, cs kubernetes.Interface, namespace, name st
 }
 
 func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) LeaseStatus {
-	j := lease.Judge(&l.Spec, now, margin)
+	j := leasev1.Judge(&l.Spec, now, margin)
 	s := LeaseStatus{
 		Namespace: l.Namespace, Name: l.Name, Holder: j.Holder, State: j.State.String(),
 		Transitions:            ptr.Deref(l.Spec.LeaseTransitions, 0),
@@ -231,7 +232,7 @@ func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) L
 	if t := l.Spec.RenewTime; t != nil {
 		s.RenewTime = ptr.To(t.UTC())
 	}
-	if h, ok := lease.HandoverOf(l); ok {
+	if h, ok := lease.HandoverOf(l.Annotations); ok {
 		s.Handover = &HandoverRequest{From: h.From, To: h.To}
 	}
 	return s

@@ -28,6 +28,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leasev1"
 )
 
 const (
@@ -91,7 +92,7 @@ func Holder(l *coordinationv1.Lease, pods func(name string) *corev1.Pod, svc *co
 	if l == nil {
 		return nil, time.Time{}, "the lease does not exist"
 	}
-	j := lease.Judge(&l.Spec, now, margin)
+	j := leasev1.Judge(&l.Spec, now, margin)
 	if j.State != lease.Held {
 		return nil, time.Time{}, "the lease is " + j.State.String()
 	}

@@ -2,97 +2,197 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"math/rand/v2"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/rest"
+	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
-// Client reads and writes Leases, and evicts its own pod (EvictPod), nothing else.
-//
-// It is client-go's REST client with a scheme that knows only coordination.k8s.io/v1. The typed
-// clientset (and resourcelock, which imports it) registers every built-in API type at start-up: about
-// 250 more packages, which made the agent's binary 2.5 times larger and its resident memory about 8 MiB
-// larger, in a process that runs beside every replica of every opted-in workload.
+// The resources a Client reads and writes.
+const (
+	leaseAPIVersion             = "coordination.k8s.io/v1"
+	multiClusterLeaseAPIVersion = "leasegate.io/v1alpha1"
+	multiClusterLeaseKind       = "MultiClusterLease"
+)
+
+// minWatchTimeout is the shortest watch a Client asks for; each asks for between one and two times it,
+// so the server ends watches at staggered times (client-go's reflector does the same) and a stream that
+// silently stalled is replaced even when the connection's health checks pass.
+const minWatchTimeout = 5 * time.Minute
+
+// Client reads, writes and watches Leases (or MultiClusterLeases) over the API, and evicts its own pod
+// (EvictPod), nothing else.
 type Client struct {
-	rest   rest.Interface
-	params runtime.ParameterCodec
+	api        *kubeclient.Client
+	apiVersion string
+	kind       string
+	resource   string // the path under /apis/<apiVersion>/namespaces/<namespace>/
 }
 
-// NewClient builds a Lease client from config.
-func NewClient(config *rest.Config) (*Client, error) {
-	client, params, err := restClientFor(config, coordinationv1.SchemeGroupVersion, coordinationv1.AddToScheme)
-	if err != nil {
-		return nil, err
-	}
-	return &Client{rest: client, params: params}, nil
+var _ Store = (*Client)(nil)
+
+// NewClient is a client of coordination.k8s.io/v1 Leases.
+func NewClient(api *kubeclient.Client) *Client {
+	return &Client{api: api, apiVersion: leaseAPIVersion, kind: "Lease", resource: "leases"}
 }
 
-// restClientFor is a REST client for one API group version, with a scheme that knows only its types.
-func restClientFor(config *rest.Config, gv schema.GroupVersion, addToScheme func(*runtime.Scheme) error) (rest.Interface, runtime.ParameterCodec, error) {
-	scheme := runtime.NewScheme()
-	if err := addToScheme(scheme); err != nil {
-		return nil, nil, err
+// NewMultiClusterClient is a client of MultiClusterLeases (leasegate.io/v1alpha1): the elector runs the
+// local election on their spec exactly as on a Lease, and reads the election controller's answers
+// (status) as Lease.Global to know whether it leads across clusters (Config.MultiCluster).
+func NewMultiClusterClient(api *kubeclient.Client) *Client {
+	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: multiClusterLeaseKind, resource: "multiclusterleases"}
+}
+
+func (c *Client) path(namespace, name string) string {
+	p := "/apis/" + c.apiVersion + "/namespaces/" + url.PathEscape(namespace) + "/" + c.resource
+	if name != "" {
+		p += "/" + url.PathEscape(name)
 	}
-	config = rest.CopyConfig(config)
-	config.APIPath = "/apis"
-	config.GroupVersion = &gv
-	config.NegotiatedSerializer = serializer.NewCodecFactory(scheme).WithoutConversion()
-	if config.UserAgent == "" {
-		config.UserAgent = rest.DefaultKubernetesUserAgent()
+	return p
+}
+
+// read completes a decoded object: a MultiClusterLease always carries an answer, empty before the
+// controller's first.
+func (c *Client) read(l *Lease) *Lease {
+	if l != nil && c.kind == multiClusterLeaseKind && l.Global == nil {
+		l.Global = &GlobalAnswer{}
 	}
-	client, err := rest.RESTClientFor(config)
-	if err != nil {
-		return nil, nil, err
-	}
-	return client, runtime.NewParameterCodec(scheme), nil
+	return l
 }
 
 // Get reads one lease.
-func (c *Client) Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error) {
-	lease := &coordinationv1.Lease{}
-	err := c.rest.Get().Namespace(namespace).Resource("leases").Name(name).Do(ctx).Into(lease)
-	return lease, err
+func (c *Client) Get(ctx context.Context, namespace, name string) (*Lease, error) {
+	l := &Lease{}
+	if err := c.api.Do(ctx, kubeclient.Request{Method: http.MethodGet, Path: c.path(namespace, name)}, l); err != nil {
+		return nil, err
+	}
+	return c.read(l), nil
 }
 
 // Create creates a lease.
-func (c *Client) Create(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	created := &coordinationv1.Lease{}
-	err := c.rest.Post().Namespace(lease.Namespace).Resource("leases").Body(lease).Do(ctx).Into(created)
-	return created, err
+func (c *Client) Create(ctx context.Context, lease *Lease) (*Lease, error) {
+	created := &Lease{}
+	req := kubeclient.Request{Method: http.MethodPost, Path: c.path(lease.Namespace, ""), Body: lease.typed(c.apiVersion, c.kind)}
+	if err := c.api.Do(ctx, req, created); err != nil {
+		return nil, err
+	}
+	return c.read(created), nil
 }
 
 // Update writes a lease if its resourceVersion is still current: the compare-and-swap every election
 // step relies on. A stale resourceVersion fails with a Conflict.
-func (c *Client) Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error) {
-	updated := &coordinationv1.Lease{}
-	err := c.rest.Put().Namespace(lease.Namespace).Resource("leases").Name(lease.Name).Body(lease).Do(ctx).Into(updated)
-	return updated, err
+func (c *Client) Update(ctx context.Context, lease *Lease) (*Lease, error) {
+	updated := &Lease{}
+	req := kubeclient.Request{Method: http.MethodPut, Path: c.path(lease.Namespace, lease.Name), Body: lease.typed(c.apiVersion, c.kind)}
+	if err := c.api.Do(ctx, req, updated); err != nil {
+		return nil, err
+	}
+	return c.read(updated), nil
 }
 
-// List lists leases.
-func (c *Client) List(ctx context.Context, namespace string, opts metav1.ListOptions) (*coordinationv1.LeaseList, error) {
-	list := &coordinationv1.LeaseList{}
-	err := c.rest.Get().Namespace(namespace).Resource("leases").VersionedParams(&opts, c.params).Do(ctx).Into(list)
-	return list, err
+// List reads the lease of this name through a list, whose resourceVersion a watch can start from.
+func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, string, error) {
+	var list struct {
+		Metadata struct {
+			ResourceVersion string `json:"resourceVersion"`
+		} `json:"metadata"`
+		Items []*Lease `json:"items"`
+	}
+	query := url.Values{"fieldSelector": {"metadata.name=" + name}}
+	if err := c.api.Do(ctx, kubeclient.Request{Method: http.MethodGet, Path: c.path(namespace, ""), Query: query}, &list); err != nil {
+		return nil, "", err
+	}
+	for _, l := range list.Items {
+		if l.Name == name {
+			return c.read(l), list.Metadata.ResourceVersion, nil
+		}
+	}
+	return nil, list.Metadata.ResourceVersion, nil
 }
 
-// Watch watches leases.
-func (c *Client) Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
-	opts.Watch = true
-	return c.rest.Get().Namespace(namespace).Resource("leases").VersionedParams(&opts, c.params).Watch(ctx)
+// Watch streams the changes to the lease of this name after resourceVersion, with bookmarks, so a
+// resumed watch rarely has to list again.
+func (c *Client) Watch(ctx context.Context, namespace, name, resourceVersion string) (<-chan Event, error) {
+	timeout := minWatchTimeout + rand.N(minWatchTimeout)
+	query := url.Values{
+		"watch":               {"true"},
+		"fieldSelector":       {"metadata.name=" + name},
+		"resourceVersion":     {resourceVersion},
+		"allowWatchBookmarks": {"true"},
+		"timeoutSeconds":      {strconv.Itoa(int(timeout / time.Second))},
+	}
+	body, err := c.api.Stream(ctx, kubeclient.Request{Method: http.MethodGet, Path: c.path(namespace, ""), Query: query})
+	if err != nil {
+		return nil, err
+	}
+	events := make(chan Event)
+	go c.decodeEvents(ctx, body, events)
+	return events, nil
+}
+
+// decodeEvents sends each event of a watch stream on events, until the stream or ctx ends.
+func (c *Client) decodeEvents(ctx context.Context, body io.ReadCloser, events chan<- Event) {
+	defer close(events)
+	defer body.Close()
+	decoder := json.NewDecoder(body)
+	for {
+		var raw struct {
+			Type   EventType       `json:"type"`
+			Object json.RawMessage `json:"object"`
+		}
+		err := decoder.Decode(&raw)
+		if err != nil {
+			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+				c.send(ctx, events, Event{Type: Error, Err: fmt.Errorf("reading the watch: %w", err)})
+			}
+			return
+		}
+		event := Event{Type: raw.Type}
+		switch raw.Type {
+		case Added, Modified, Deleted, Bookmark:
+			l := &Lease{}
+			if err := json.Unmarshal(raw.Object, l); err != nil {
+				c.send(ctx, events, Event{Type: Error, Err: fmt.Errorf("decoding a watch event: %w", err)})
+				return
+			}
+			event.Lease = c.read(l)
+		case Error:
+			var status kubeclient.Status
+			_ = json.Unmarshal(raw.Object, &status)
+			event.Err = &kubeclient.StatusError{Status: status}
+		default:
+			event = Event{Type: Error, Err: fmt.Errorf("a watch event of unknown type %q", raw.Type)}
+		}
+		if !c.send(ctx, events, event) || event.Type == Error {
+			return
+		}
+	}
+}
+
+func (c *Client) send(ctx context.Context, events chan<- Event, event Event) bool {
+	select {
+	case events <- event:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // EvictPod asks the API server to evict a pod through the Eviction API, so PodDisruptionBudgets hold: the
 // agent's own pod, when it lost its lease and is set to restart (leasegate.io/on-loss: restart). It is
-// the one call this client makes outside Leases.
+// the one call this client makes outside its lease resource.
 func (c *Client) EvictPod(ctx context.Context, namespace, pod string) error {
-	body := fmt.Sprintf(`{"apiVersion":"policy/v1","kind":"Eviction","metadata":{"name":%q,"namespace":%q}}`, pod, namespace)
-	return c.rest.Post().AbsPath("/api/v1/namespaces", namespace, "pods", pod, "eviction").
-		SetHeader("Content-Type", "application/json").Body([]byte(body)).Do(ctx).Error()
+	eviction := map[string]any{
+		"apiVersion": "policy/v1", "kind": "Eviction",
+		"metadata": map[string]string{"name": pod, "namespace": namespace},
+	}
+	path := "/api/v1/namespaces/" + url.PathEscape(namespace) + "/pods/" + url.PathEscape(pod) + "/eviction"
+	return c.api.Do(ctx, kubeclient.Request{Method: http.MethodPost, Path: path, Body: eviction}, nil)
 }

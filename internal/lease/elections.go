@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+	"time"
 )
 
 // MaxElections is how many elections one pod may run: each costs the agent a watch (RBAC limits an
@@ -18,11 +16,11 @@ const MaxElections = 16
 // LEASEGATE_ELECTIONS.
 type ElectionSpec struct {
 	// Name is the election's name in endpoints (/leader/<name>), metrics and logs.
-	Name          string          `json:"name"`
-	Lease         string          `json:"lease"`
-	LeaseDuration metav1.Duration `json:"leaseDuration"`
-	RenewDeadline metav1.Duration `json:"renewDeadline"`
-	RetryPeriod   metav1.Duration `json:"retryPeriod"`
+	Name          string   `json:"name"`
+	Lease         string   `json:"lease"`
+	LeaseDuration Duration `json:"leaseDuration"`
+	RenewDeadline Duration `json:"renewDeadline"`
+	RetryPeriod   Duration `json:"retryPeriod"`
 	// Readiness is "leader" when the pod is Ready only while it leads this election; at most one may.
 	Readiness string `json:"readiness,omitempty"`
 }
@@ -36,9 +34,9 @@ func (s ElectionSpec) Timing() Timing {
 func NewElectionSpec(name, lease string, t Timing, readiness string) ElectionSpec {
 	return ElectionSpec{
 		Name: name, Lease: lease, Readiness: readiness,
-		LeaseDuration: metav1.Duration{Duration: t.LeaseDuration},
-		RenewDeadline: metav1.Duration{Duration: t.RenewDeadline},
-		RetryPeriod:   metav1.Duration{Duration: t.RetryPeriod},
+		LeaseDuration: Duration{t.LeaseDuration},
+		RenewDeadline: Duration{t.RenewDeadline},
+		RetryPeriod:   Duration{t.RetryPeriod},
 	}
 }
 
@@ -65,13 +63,13 @@ func ParseElections(value string) ([]ElectionSpec, error) {
 	names, leases, leaderReadiness := map[string]bool{}, map[string]bool{}, ""
 	for i, s := range specs {
 		at := func(field string) string { return fmt.Sprintf("[%d].%s", i, field) }
-		if msgs := validation.IsDNS1123Label(s.Name); len(msgs) > 0 {
+		if msgs := dns1123Label(s.Name); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", at("name"), s.Name, msgs[0]))
 		} else if names[s.Name] {
 			errs = append(errs, fmt.Errorf("%s %q: two elections have this name", at("name"), s.Name))
 		}
 		names[s.Name] = true
-		if msgs := validation.IsDNS1123Subdomain(s.Lease); len(msgs) > 0 {
+		if msgs := dns1123Subdomain(s.Lease); len(msgs) > 0 {
 			errs = append(errs, fmt.Errorf("%s %q: %s", at("lease"), s.Lease, msgs[0]))
 		} else if leases[s.Lease] {
 			errs = append(errs, fmt.Errorf("%s %q: two elections use this lease", at("lease"), s.Lease))
@@ -98,3 +96,76 @@ func ParseElections(value string) ([]ElectionSpec, error) {
 }
 
 var timingJSON = map[TimingField]string{LeaseDurationField: "leaseDuration", RenewDeadlineField: "renewDeadline", RetryPeriodField: "retryPeriod"}
+
+// Duration is a time.Duration written in JSON as Go writes durations ("15s"), as metav1.Duration does.
+type Duration struct{ time.Duration }
+
+// MarshalJSON writes the duration as a string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a Go duration string.
+func (d *Duration) UnmarshalJSON(data []byte) error {
+	var s string
+	if err := json.Unmarshal(data, &s); err != nil {
+		return err
+	}
+	parsed, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	d.Duration = parsed
+	return nil
+}
+
+// dns1123Label and dns1123Subdomain check names as the API server does (apimachinery's validation, whose
+// package the agent does not link), with its messages.
+func dns1123Label(value string) []string {
+	const msg = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')"
+	if len(value) > 63 {
+		return []string{"must be no more than 63 characters"}
+	}
+	if !isDNS1123(value, false) {
+		return []string{msg}
+	}
+	return nil
+}
+
+func dns1123Subdomain(value string) []string {
+	const msg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"
+	if len(value) > 253 {
+		return []string{"must be no more than 253 characters"}
+	}
+	if !isDNS1123(value, true) {
+		return []string{msg}
+	}
+	return nil
+}
+
+// isDNS1123 reports whether value is one or more (dots allowed) labels of [a-z0-9] and '-', each starting
+// and ending with [a-z0-9].
+func isDNS1123(value string, dots bool) bool {
+	if value == "" {
+		return false
+	}
+	labelStart := true
+	for i := 0; i < len(value); i++ {
+		c := value[i]
+		alnum := c >= 'a' && c <= 'z' || c >= '0' && c <= '9'
+		switch {
+		case alnum:
+			labelStart = false
+		case c == '-':
+			if labelStart || i == len(value)-1 {
+				return false
+			}
+		case c == '.' && dots:
+			if labelStart || i == len(value)-1 || value[i-1] == '-' {
+				return false
+			}
+			labelStart = true
+		default:
+			return false
+		}
+	}
+	return true
+}

@@ -9,15 +9,9 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
-	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
 // releaseTimeout bounds the write that hands the lease back on shutdown. The agent must exit within a
@@ -52,7 +46,7 @@ type Config struct {
 	ClockSkewMargin time.Duration
 	// MultiCluster: the Client is a MultiClusterStore, and winning the local election is not enough. The
 	// elector leads only while the election controller has confirmed one of its heartbeats naming it
-	// global leader, for v1alpha1.ConfirmedFor after that heartbeat's write began.
+	// global leader, for ConfirmedFor after that heartbeat's write began.
 	MultiCluster bool
 	// OnChange is called, from the election loop, every time Status changes. It must not block.
 	OnChange func(Status)
@@ -76,14 +70,15 @@ type Elector struct {
 	name  string // "<namespace>/<name>", for logs and Status
 	clock clock.Clock
 
-	// informer watches this one lease; observed is the latest version it delivered (nil before the
-	// first, and after a delete).
-	informer cache.SharedIndexInformer
-	observed atomic.Pointer[coordinationv1.Lease]
+	// observed is the latest version of the lease the watch delivered (nil before the first, and after a
+	// delete); synced is set once the watch has listed it, watching while a watch stream is open.
+	observed atomic.Pointer[Lease]
+	synced   atomic.Bool
+	watching atomic.Bool
 
 	// Loop-owned election state. current is the latest version of the lease this elector read or wrote:
 	// the base of its next compare-and-swap.
-	current   *coordinationv1.Lease
+	current   *Lease
 	leading   bool
 	lastRenew time.Time
 
@@ -117,11 +112,10 @@ func NewElector(cfg Config) (*Elector, error) {
 	}
 	name := cfg.Namespace + "/" + cfg.Name
 	return &Elector{
-		cfg:      cfg,
-		name:     name,
-		clock:    cfg.Clock,
-		informer: newLeaseInformer(cfg.Client, cfg.Namespace, cfg.Name),
-		status:   Status{Lease: name},
+		cfg:    cfg,
+		name:   name,
+		clock:  cfg.Clock,
+		status: Status{Lease: name},
 	}, nil
 }
 
@@ -138,7 +132,7 @@ func (e *Elector) Status() Status {
 
 // LastRenewal is the renewTime of the lease as last observed, zero before the first observation.
 func (e *Elector) LastRenewal() time.Time {
-	if l := e.observed.Load(); l != nil && l.Spec.RenewTime != nil {
+	if l := e.observed.Load(); l != nil {
 		return l.Spec.RenewTime.Time
 	}
 	return time.Time{}
@@ -156,7 +150,7 @@ func (e *Elector) Expiry() time.Time {
 
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
 // server and knows who leads.
-func (e *Elector) Synced() bool { return e.informer.HasSynced() }
+func (e *Elector) Synced() bool { return e.synced.Load() }
 
 // Run takes part in the election until ctx ends, then stops leading and releases the lease if it holds it.
 func (e *Elector) Run(ctx context.Context) {
@@ -227,11 +221,11 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 
 // mayTake reports whether this elector may take the lease judged j now, or else how long until it should
 // look again: the lease expires, or a handover for another candidate stops barring it.
-func (e *Elector) mayTake(l *coordinationv1.Lease, j Judgement, now time.Time) (time.Duration, bool) {
+func (e *Elector) mayTake(l *Lease, j Judgement, now time.Time) (time.Duration, bool) {
 	if !j.Acquirable(e.cfg.Identity) {
 		return j.ExpiresAt.Sub(now), false
 	}
-	if h, ok := HandoverOf(l); ok && !e.cfg.MultiCluster {
+	if h, ok := HandoverOf(l.Annotations); ok && !e.cfg.MultiCluster {
 		if until, barred := h.Bars(j, &l.Spec, e.cfg.Identity, now, e.cfg.ClockSkewMargin); barred {
 			return until.Sub(now), false
 		}
@@ -241,8 +235,8 @@ func (e *Elector) mayTake(l *coordinationv1.Lease, j Judgement, now time.Time) (
 
 // handoverAsked reports whether l, a lease this elector holds, carries a handover that asks it to step
 // down. MultiClusterLeases have no handover: their term is the election controller's to grant.
-func (e *Elector) handoverAsked(l *coordinationv1.Lease) bool {
-	h, ok := HandoverOf(l)
+func (e *Elector) handoverAsked(l *Lease) bool {
+	h, ok := HandoverOf(l.Annotations)
 	return ok && !e.cfg.MultiCluster && h.AsksToStepDown(e.cfg.Identity)
 }
 
@@ -259,13 +253,14 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timing.RenewDeadline)
 	defer cancel()
 
-	// While the watch is healthy its copy is the base for the compare-and-swap, which saves a read on
-	// the failover path; if the copy is stale the write conflicts and the watch soon brings the news.
+	// While the watch is open its copy is the base for the compare-and-swap, which saves a read on the
+	// failover path; if the copy is stale the write conflicts and the watch soon brings the news. While
+	// the watch is down (an API server restart), each attempt reads the lease first.
 	base := e.observed.Load()
-	if base == nil || !e.Synced() {
+	if base == nil || !e.watching.Load() {
 		var err error
 		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
-		if apierrors.IsNotFound(err) {
+		if kubeclient.IsNotFound(err) {
 			return e.create(reqCtx)
 		}
 		if err != nil {
@@ -279,15 +274,15 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	if wait, ok := e.mayTake(base, j, now); !ok {
 		return min(retry, wait)
 	}
-	transitions, acquired := ptr.Deref(base.Spec.LeaseTransitions, 0), now
-	if j.Holder == e.cfg.Identity && base.Spec.AcquireTime != nil {
+	transitions, acquired := base.Spec.LeaseTransitions, now
+	if j.Holder == e.cfg.Identity && !base.Spec.AcquireTime.IsZero() {
 		// Our own lease, still ours (this agent restarted, or stepped down on a deadline and reconnected):
 		// the holder does not change, so neither do the transition count and acquire time.
 		acquired = base.Spec.AcquireTime.Time
 	} else {
 		transitions++
 	}
-	next := base.DeepCopy()
+	next := base.Clone()
 	next.Spec = e.spec(now, acquired, transitions)
 	ClearHandover(next) // taken: the request, if any, is done
 	updated, err := e.cfg.Client.Update(reqCtx, next)
@@ -302,10 +297,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 
 func (e *Elector) create(ctx context.Context) time.Duration {
 	now := e.clock.Now()
-	created, err := e.cfg.Client.Create(ctx, &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: e.cfg.Namespace, Name: e.cfg.Name},
-		Spec:       e.spec(now, now, 0),
-	})
+	created, err := e.cfg.Client.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
 	if err != nil {
 		e.logAttempt(err, "create")
 		return e.cfg.Timing.RetryPeriod
@@ -326,11 +318,14 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	// API server answers.
 	reqCtx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
 	defer cancel()
-	next := e.current.DeepCopy()
+	next := e.current.Clone()
 	// The whole spec is rewritten, not just renewTime, so an edit of the lease by someone else cannot
 	// change the terms this holder renews on.
-	next.Spec = e.spec(now, ptr.Deref(e.current.Spec.AcquireTime, metav1.MicroTime{Time: now}).Time,
-		ptr.Deref(e.current.Spec.LeaseTransitions, 0))
+	acquired := e.current.Spec.AcquireTime.Time
+	if acquired.IsZero() {
+		acquired = now
+	}
+	next.Spec = e.spec(now, acquired, e.current.Spec.LeaseTransitions)
 	updated, err := e.cfg.Client.Update(reqCtx, next)
 	if err == nil {
 		e.wrote(updated, now)
@@ -340,13 +335,13 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		}
 		return e.cfg.Timing.RetryPeriod
 	}
-	if apierrors.IsConflict(err) {
+	if kubeclient.IsConflict(err) {
 		// Someone else wrote the lease since our last write. Read it: if it still names us (a label
 		// edit, say), renew on the fresh version at once; otherwise we have lost it.
 		current, getErr := e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if getErr == nil {
 			e.current = current
-			if holder := ptr.Deref(current.Spec.HolderIdentity, ""); holder != e.cfg.Identity {
+			if holder := current.Spec.HolderIdentity; holder != e.cfg.Identity {
 				e.stepDown(fmt.Sprintf("the lease was taken by %q", holder))
 				e.publish(current, false)
 			} else if e.handoverAsked(current) {
@@ -375,8 +370,8 @@ func (e *Elector) release() {
 }
 
 // handOver steps down as the handover request on l asks, and releases the lease for its target.
-func (e *Elector) handOver(l *coordinationv1.Lease) {
-	h, _ := HandoverOf(l)
+func (e *Elector) handOver(l *Lease) {
+	h, _ := HandoverOf(l.Annotations)
 	to := h.To
 	if to == "" {
 		to = "any other candidate"
@@ -388,16 +383,16 @@ func (e *Elector) handOver(l *coordinationv1.Lease) {
 // writeReleased writes the lease, as of base, with an empty holder. A shutdown release gives the lease a
 // one-second duration and drops any handover request, so any follower may take it at once; a handover
 // keeps the lease's duration and the request, which bars everyone but its target for that long.
-func (e *Elector) writeReleased(base *coordinationv1.Lease, handover bool) {
+func (e *Elector) writeReleased(base *Lease, handover bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
 	defer cancel()
 	for {
 		now := e.clock.Now()
-		next := base.DeepCopy()
-		next.Spec = e.spec(now, now, ptr.Deref(base.Spec.LeaseTransitions, 0))
-		next.Spec.HolderIdentity = new(string)
+		next := base.Clone()
+		next.Spec = e.spec(now, now, base.Spec.LeaseTransitions)
+		next.Spec.HolderIdentity = ""
 		if !handover {
-			next.Spec.LeaseDurationSeconds = ptr.To[int32](1)
+			next.Spec.LeaseDurationSeconds = 1
 			ClearHandover(next)
 		}
 		_, err := e.cfg.Client.Update(ctx, next)
@@ -405,11 +400,11 @@ func (e *Elector) writeReleased(base *coordinationv1.Lease, handover bool) {
 			e.cfg.Log.Info("Released the lease", "lease", e.name, "handover", handover)
 			return
 		}
-		if apierrors.IsConflict(err) {
+		if kubeclient.IsConflict(err) {
 			// Our copy is stale: a renewal that timed out on our side may have landed. Release the
 			// current version if it still names us; never release someone else's lease.
 			if base, err = e.cfg.Client.Get(ctx, e.cfg.Namespace, e.cfg.Name); err == nil {
-				if ptr.Deref(base.Spec.HolderIdentity, "") != e.cfg.Identity {
+				if base.Spec.HolderIdentity != e.cfg.Identity {
 					return
 				}
 				continue
@@ -421,24 +416,24 @@ func (e *Elector) writeReleased(base *coordinationv1.Lease, handover bool) {
 }
 
 // spec is the lease this elector writes as holder.
-func (e *Elector) spec(renew, acquired time.Time, transitions int32) coordinationv1.LeaseSpec {
-	return coordinationv1.LeaseSpec{
-		HolderIdentity:       ptr.To(e.cfg.Identity),
-		LeaseDurationSeconds: ptr.To(int32(e.cfg.Timing.LeaseDuration / time.Second)),
-		AcquireTime:          &metav1.MicroTime{Time: acquired},
-		RenewTime:            &metav1.MicroTime{Time: renew},
-		LeaseTransitions:     ptr.To(transitions),
+func (e *Elector) spec(renew, acquired time.Time, transitions int32) Spec {
+	return Spec{
+		HolderIdentity:       e.cfg.Identity,
+		LeaseDurationSeconds: int32(e.cfg.Timing.LeaseDuration / time.Second),
+		AcquireTime:          MicroTime{acquired},
+		RenewTime:            MicroTime{renew},
+		LeaseTransitions:     transitions,
 	}
 }
 
-func (e *Elector) becomeLeader(renewed time.Time, lease *coordinationv1.Lease) {
+func (e *Elector) becomeLeader(renewed time.Time, lease *Lease) {
 	e.leading = true
 	e.renewed(renewed, lease)
 	e.publish(lease, true)
 }
 
 // renewed records a successful write as holder; renewTime is the time the write was started.
-func (e *Elector) renewed(renewTime time.Time, lease *coordinationv1.Lease) {
+func (e *Elector) renewed(renewTime time.Time, lease *Lease) {
 	e.current, e.lastRenew = lease, renewTime
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
@@ -461,7 +456,7 @@ func (e *Elector) stepDown(reason string) {
 const maxHeartbeats = 8
 
 // wrote records a write of a multi-cluster elector, started at started, for the controller's answer.
-func (e *Elector) wrote(lease *coordinationv1.Lease, started time.Time) {
+func (e *Elector) wrote(lease *Lease, started time.Time) {
 	if !e.cfg.MultiCluster {
 		return
 	}
@@ -473,7 +468,7 @@ func (e *Elector) wrote(lease *coordinationv1.Lease, started time.Time) {
 
 // confirm reads the controller's answer on lease and extends (or, if it names someone else for our
 // latest write, ends) the term it grants.
-func (e *Elector) confirm(lease *coordinationv1.Lease) {
+func (e *Elector) confirm(lease *Lease) {
 	holder, observed, ok := globalAnswer(lease)
 	if !ok || len(e.writes) == 0 {
 		return
@@ -488,12 +483,12 @@ func (e *Elector) confirm(lease *coordinationv1.Lease) {
 }
 
 // publish records the holder a lease names and whether we lead, and reports a change.
-func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
+func (e *Elector) publish(lease *Lease, leading bool) {
 	next := Status{
 		Lease:       e.name,
-		Holder:      ptr.Deref(lease.Spec.HolderIdentity, ""),
+		Holder:      lease.Spec.HolderIdentity,
 		IsLeader:    leading,
-		Transitions: ptr.Deref(lease.Spec.LeaseTransitions, 0),
+		Transitions: lease.Spec.LeaseTransitions,
 	}
 	if e.cfg.MultiCluster {
 		// Leading this cluster's election is candidacy; leading means the controller confirmed it.
@@ -503,7 +498,7 @@ func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
 			next.IsLeader = e.clock.Now().UnixNano() < e.confirmed.Load()
 		}
 	}
-	if t := lease.Spec.AcquireTime; t != nil && next.Holder != "" {
+	if t := lease.Spec.AcquireTime; !t.IsZero() && next.Holder != "" {
 		since := t.Time
 		next.Since = &since
 	}
@@ -524,43 +519,10 @@ func (e *Elector) publish(lease *coordinationv1.Lease, leading bool) {
 }
 
 func (e *Elector) logAttempt(err error, what string) {
-	if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+	if kubeclient.IsConflict(err) || kubeclient.IsAlreadyExists(err) {
 		// Another candidate won the race, or our copy was stale; the watch brings the current lease.
 		e.cfg.Log.V(1).Info("Lost the race for the lease", "lease", e.name, "attempt", what)
 		return
 	}
 	e.cfg.Log.Error(err, "Could not "+what+" the lease", "lease", e.name)
-}
-
-// watch keeps e.observed current and signals changed after each event, until ctx ends.
-func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
-	notify := func(lease *coordinationv1.Lease) {
-		e.observed.Store(lease)
-		select {
-		case changed <- struct{}{}:
-		default:
-		}
-	}
-	_, _ = e.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { notify(obj.(*coordinationv1.Lease)) },
-		UpdateFunc: func(_, obj any) { notify(obj.(*coordinationv1.Lease)) },
-		DeleteFunc: func(any) { notify(nil) },
-	})
-	e.informer.RunWithContext(ctx)
-}
-
-// newLeaseInformer lists and watches one lease by name, so a follower sees every write to it and nothing
-// else in the namespace.
-func newLeaseInformer(client Store, namespace, name string) cache.SharedIndexInformer {
-	byName := fields.OneTermEqualSelector("metadata.name", name).String()
-	return cache.NewSharedIndexInformer(&cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			opts.FieldSelector = byName
-			return client.List(ctx, namespace, opts)
-		},
-		WatchFuncWithContext: func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-			opts.FieldSelector = byName
-			return client.Watch(ctx, namespace, opts)
-		},
-	}, &coordinationv1.Lease{}, 0, cache.Indexers{})
 }

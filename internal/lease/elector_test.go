@@ -2,138 +2,187 @@ package lease
 
 import (
 	"context"
+	"encoding/json"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
 	clocktesting "k8s.io/utils/clock/testing"
-	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
-// memStore is a Store over one in-memory Lease, as the API server keeps it: every write a
-// compare-and-swap on resourceVersion, a watch that delivers every write after the version it starts
-// from, and failures the test injects.
+// memStore is a Store over one in-memory Lease, as the API server keeps it: JSON (so every read and write
+// goes through Lease's own encoding, and fields the elector does not read must survive its writes),
+// every write a compare-and-swap on resourceVersion, a watch that delivers every write after the version
+// it starts from, and failures the test injects.
 type memStore struct {
 	mu       sync.Mutex
-	lease    *coordinationv1.Lease // nil: not found
+	object   []byte // nil: not found
 	rv       int
-	history  []watch.Event
-	watchers []*watch.RaceFreeFakeWatcher
+	history  []memEvent
+	watchers map[chan Event]bool
 	// failWrites, when set, is what every Create and Update returns: an API server that cannot be reached.
 	failWrites error
 }
 
-var leaseResource = schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}
-
-func (s *memStore) Get(_ context.Context, _, name string) (*coordinationv1.Lease, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.lease == nil {
-		return nil, apierrors.NewNotFound(leaseResource, name)
-	}
-	return s.lease.DeepCopy(), nil
+type memEvent struct {
+	kind   EventType
+	rv     int
+	object []byte
 }
 
-func (s *memStore) Create(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func statusErr(code int, reason string) error {
+	return &kubeclient.StatusError{Status: kubeclient.Status{Code: code, Reason: reason, Message: reason}}
+}
+
+func decodeLease(t interface{ Fatal(...any) }, data []byte) *Lease {
+	l := &Lease{}
+	if err := json.Unmarshal(data, l); err != nil {
+		t.Fatal(err)
+	}
+	return l
+}
+
+func (s *memStore) Get(_ context.Context, _, _ string) (*Lease, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.object == nil {
+		return nil, statusErr(404, "NotFound")
+	}
+	return decodeLease(panicker{}, s.object), nil
+}
+
+func (s *memStore) Create(_ context.Context, l *Lease) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failWrites != nil {
 		return nil, s.failWrites
 	}
-	if s.lease != nil {
-		return nil, apierrors.NewAlreadyExists(leaseResource, l.Name)
+	if s.object != nil {
+		return nil, statusErr(409, "AlreadyExists")
 	}
-	return s.storeLocked(l, watch.Added), nil
+	return s.storeLocked(l, Added), nil
 }
 
-func (s *memStore) Update(_ context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.failWrites != nil {
 		return nil, s.failWrites
 	}
-	if s.lease == nil {
-		return nil, apierrors.NewNotFound(leaseResource, l.Name)
+	if s.object == nil {
+		return nil, statusErr(404, "NotFound")
 	}
-	if l.ResourceVersion != s.lease.ResourceVersion {
-		return nil, apierrors.NewConflict(leaseResource, l.Name, nil)
+	if l.ResourceVersion != decodeLease(panicker{}, s.object).ResourceVersion {
+		return nil, statusErr(409, "Conflict")
 	}
-	return s.storeLocked(l, watch.Modified), nil
+	return s.storeLocked(l, Modified), nil
 }
 
-func (s *memStore) storeLocked(l *coordinationv1.Lease, kind watch.EventType) *coordinationv1.Lease {
+// storeLocked stores l, as JSON, at the next resourceVersion and tells the watchers.
+func (s *memStore) storeLocked(l *Lease, kind EventType) *Lease {
 	s.rv++
-	stored := l.DeepCopy()
+	stored := l.Clone()
 	stored.ResourceVersion = strconv.Itoa(s.rv)
-	s.lease = stored
-	event := watch.Event{Type: kind, Object: stored.DeepCopy()}
+	data, err := json.Marshal(stored)
+	if err != nil {
+		panic(err)
+	}
+	s.object = data
+	event := memEvent{kind: kind, rv: s.rv, object: data}
 	s.history = append(s.history, event)
-	for _, w := range s.watchers {
-		if !w.IsStopped() {
-			w.Action(event.Type, event.Object.DeepCopyObject())
-		}
+	for w := range s.watchers {
+		w <- Event{Type: kind, Lease: decodeLease(panicker{}, data)}
 	}
-	return stored.DeepCopy()
+	return decodeLease(panicker{}, data)
 }
 
-func (s *memStore) List(context.Context, string, metav1.ListOptions) (*coordinationv1.LeaseList, error) {
+func (s *memStore) List(context.Context, string, string) (*Lease, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	list := &coordinationv1.LeaseList{ListMeta: metav1.ListMeta{ResourceVersion: strconv.Itoa(s.rv)}}
-	if s.lease != nil {
-		list.Items = []coordinationv1.Lease{*s.lease.DeepCopy()}
+	if s.object == nil {
+		return nil, strconv.Itoa(s.rv), nil
 	}
-	return list, nil
+	return decodeLease(panicker{}, s.object), strconv.Itoa(s.rv), nil
 }
 
-func (s *memStore) Watch(_ context.Context, _ string, opts metav1.ListOptions) (watch.Interface, error) {
+func (s *memStore) Watch(ctx context.Context, _, _, resourceVersion string) (<-chan Event, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	w := watch.NewRaceFreeFake()
-	if ptr.Deref(opts.SendInitialEvents, false) {
-		// A streamed list (client-go's reflectors ask for one): the lease as it is, then the bookmark
-		// that ends the initial events.
-		if s.lease != nil {
-			w.Add(s.lease.DeepCopy())
-		}
-		w.Action(watch.Bookmark, &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{
-			ResourceVersion: strconv.Itoa(s.rv), Annotations: map[string]string{metav1.InitialEventsAnnotationKey: "true"},
-		}})
-	} else {
-		from, _ := strconv.Atoi(opts.ResourceVersion)
-		for _, event := range s.history {
-			if rv, _ := strconv.Atoi(event.Object.(*coordinationv1.Lease).ResourceVersion); rv > from {
-				w.Action(event.Type, event.Object.DeepCopyObject())
-			}
+	from, _ := strconv.Atoi(resourceVersion)
+	w := make(chan Event, 64) // larger than any test's writes: sent to under the lock, never blocking
+	for _, event := range s.history {
+		if event.rv > from {
+			w <- Event{Type: event.kind, Lease: decodeLease(panicker{}, event.object)}
 		}
 	}
-	s.watchers = append(s.watchers, w)
+	if s.watchers == nil {
+		s.watchers = map[chan Event]bool{}
+	}
+	s.watchers[w] = true
+	go func() {
+		<-ctx.Done()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.watchers, w)
+		close(w)
+	}()
 	return w, nil
 }
 
+// panicker fails a decode inside the store, where no *testing.T is at hand: the store only decodes what
+// it encoded.
+type panicker struct{}
+
+func (panicker) Fatal(args ...any) { panic(args) }
+
 // write changes the lease as another client would (another candidate, a person).
-func (s *memStore) write(t *testing.T, change func(*coordinationv1.Lease)) {
+func (s *memStore) write(t *testing.T, change func(*Lease)) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	next := s.lease.DeepCopy()
+	next := decodeLease(t, s.object)
 	change(next)
-	s.storeLocked(next, watch.Modified)
+	s.storeLocked(next, Modified)
 }
 
-func (s *memStore) current() *coordinationv1.Lease {
+// writeObject changes the stored object's JSON as a client with other types would: fields Lease does not
+// read.
+func (s *memStore) writeObject(t *testing.T, change func(object map[string]any)) {
+	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.lease.DeepCopy()
+	var object map[string]any
+	if err := json.Unmarshal(s.object, &object); err != nil {
+		t.Fatal(err)
+	}
+	change(object)
+	data, err := json.Marshal(object)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.storeLocked(decodeLease(t, data), Modified)
+}
+
+func (s *memStore) current() *Lease {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return decodeLease(panicker{}, s.object)
+}
+
+// currentObject is the stored object as generic JSON.
+func (s *memStore) currentObject(t *testing.T) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var object map[string]any
+	if err := json.Unmarshal(s.object, &object); err != nil {
+		t.Fatal(err)
+	}
+	return object
 }
 
 var (
@@ -180,17 +229,17 @@ func eventually(t *testing.T, what string, ok func() bool) {
 // settle lets the elector's goroutines act on what they have, in real time, without moving the clock.
 func settle() { time.Sleep(50 * time.Millisecond) }
 
-func heldLease(holder string, renewed time.Time) *coordinationv1.Lease {
-	return &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To[int32](3), LeaseTransitions: ptr.To[int32](4),
-			AcquireTime: &metav1.MicroTime{Time: renewed}, RenewTime: &metav1.MicroTime{Time: renewed},
+func heldLease(holder string, renewed time.Time) *Lease {
+	return &Lease{
+		Namespace: "shop", Name: "orders",
+		Spec: Spec{
+			HolderIdentity: holder, LeaseDurationSeconds: 3, LeaseTransitions: 4,
+			AcquireTime: MicroTime{renewed}, RenewTime: MicroTime{renewed},
 		},
 	}
 }
 
-func storeWith(t *testing.T, l *coordinationv1.Lease) *memStore {
+func storeWith(t *testing.T, l *Lease) *memStore {
 	s := &memStore{}
 	if l != nil {
 		if _, err := s.Create(context.Background(), l); err != nil {
@@ -200,14 +249,14 @@ func storeWith(t *testing.T, l *coordinationv1.Lease) *memStore {
 	return s
 }
 
-func holderOf(l *coordinationv1.Lease) string { return ptr.Deref(l.Spec.HolderIdentity, "") }
+func holderOf(l *Lease) string { return l.Spec.HolderIdentity }
 
 func TestElectorCreatesAMissingLeaseAndRenewsIt(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 	l := store.current()
-	if holderOf(l) != "a-0_ua" || ptr.Deref(l.Spec.LeaseTransitions, -1) != 0 || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != 3 {
+	if holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 0 || l.Spec.LeaseDurationSeconds != 3 {
 		t.Fatalf("created lease %+v: want holder a-0_ua, 0 transitions, 3 s", l.Spec)
 	}
 	clock.Step(testTiming.RetryPeriod)
@@ -239,7 +288,7 @@ func TestElectorStopsLeadingAtItsRenewDeadline(t *testing.T) {
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 
 	store.mu.Lock()
-	store.failWrites = apierrors.NewServiceUnavailable("the API server is away")
+	store.failWrites = statusErr(503, "ServiceUnavailable")
 	store.mu.Unlock()
 	clock.Step(testTiming.RenewDeadline - time.Millisecond)
 	settle()
@@ -271,7 +320,7 @@ func TestElectorTakesAnExpiredLeaseAndNotBefore(t *testing.T) {
 	}
 	clock.Step(time.Millisecond)
 	eventually(t, "it takes the expired lease", func() bool { return e.Status().IsLeader })
-	if l := store.current(); holderOf(l) != "a-0_ua" || ptr.Deref(l.Spec.LeaseTransitions, 0) != 5 {
+	if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 5 {
 		t.Errorf("taken lease %+v: want holder a-0_ua and one more transition (5)", l.Spec)
 	}
 }
@@ -280,7 +329,7 @@ func TestElectorTakesAReleasedLeaseWithoutWaiting(t *testing.T) {
 	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	settle()
-	store.write(t, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("") })
+	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
 	eventually(t, "it takes the released lease through its watch, the clock standing still", func() bool { return e.Status().IsLeader })
 }
 
@@ -288,7 +337,7 @@ func TestElectorStepsDownWhenTheLeaseIsTakenFromIt(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
-	store.write(t, func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To("b-0_ub") })
+	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "b-0_ub" })
 	eventually(t, "it steps down on seeing another holder", func() bool { return !e.Status().IsLeader })
 	if got := e.Status().Holder; got != "b-0_ub" {
 		t.Errorf("it names %q as holder, want b-0_ub", got)
@@ -302,13 +351,16 @@ func TestElectorRenewsOnAFreshCopyAfterAnotherWriteThatKeepsIt(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
-	store.write(t, func(l *coordinationv1.Lease) { metav1.SetMetaDataLabel(&l.ObjectMeta, "team", "shop") })
+	store.writeObject(t, func(object map[string]any) {
+		object["metadata"].(map[string]any)["labels"] = map[string]any{"team": "shop"}
+	})
 	clock.Step(testTiming.RetryPeriod)
 	eventually(t, "it renews despite the conflict", func() bool {
 		return store.current().Spec.RenewTime.Time.Equal(start.Add(testTiming.RetryPeriod))
 	})
-	if l := store.current(); !e.Status().IsLeader || l.Labels["team"] != "shop" {
-		t.Errorf("after someone labelled the lease: leading %v, labels %v; want leading and the label kept", e.Status().IsLeader, l.Labels)
+	labels := store.currentObject(t)["metadata"].(map[string]any)["labels"]
+	if team, _ := labels.(map[string]any)["team"]; !e.Status().IsLeader || team != "shop" {
+		t.Errorf("after someone labelled the lease: leading %v, labels %v; want leading and the label kept", e.Status().IsLeader, labels)
 	}
 }
 
@@ -317,7 +369,7 @@ func TestElectorReleasesOnShutdown(t *testing.T) {
 	e, stop := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 	stop()
-	if l := store.current(); holderOf(l) != "" || ptr.Deref(l.Spec.LeaseDurationSeconds, 0) != 1 {
+	if l := store.current(); holderOf(l) != "" || l.Spec.LeaseDurationSeconds != 1 {
 		t.Errorf("released lease %+v: want an empty holder and a 1 s duration, so a follower takes it at once", l.Spec)
 	}
 	if e.Status().IsLeader {
@@ -341,10 +393,10 @@ func TestElectorHandsOver(t *testing.T) {
 			c, _ := runElector(t, store, clock, "c-0_uc")
 			settle()
 
-			store.write(t, func(l *coordinationv1.Lease) {
-				metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, "a-0_ua")
+			store.write(t, func(l *Lease) {
+				l.Annotations = map[string]string{contract.HandoverFrom: "a-0_ua"}
 				if tc.to != "" {
-					metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverTo, tc.to)
+					l.Annotations[contract.HandoverTo] = tc.to
 				}
 			})
 			eventually(t, "another candidate takes the lease, the clock standing still", func() bool {
@@ -355,7 +407,7 @@ func TestElectorHandsOver(t *testing.T) {
 			if tc.to != "" && holderOf(l) != "c-0_uc" {
 				t.Fatalf("holder %s: want the named candidate c-0", holderOf(l))
 			}
-			if _, asked := HandoverOf(l); asked {
+			if _, asked := HandoverOf(l.Annotations); asked {
 				t.Errorf("the request is still on the lease after it was taken: %v", l.Annotations)
 			}
 			if a.Status().IsLeader || (b.Status().IsLeader && c.Status().IsLeader) {
@@ -372,9 +424,8 @@ func TestElectorHandoverBarsOthersUntilTheReleasedLeaseWouldExpire(t *testing.T)
 	b, _ := runElector(t, store, clock, "b-0_ub")
 	settle()
 	// The named target, c-0, runs no agent: it never takes the lease.
-	store.write(t, func(l *coordinationv1.Lease) {
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, "a-0_ua")
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverTo, "c-0")
+	store.write(t, func(l *Lease) {
+		l.Annotations = map[string]string{contract.HandoverFrom: "a-0_ua", contract.HandoverTo: "c-0"}
 	})
 	eventually(t, "a releases", func() bool { return holderOf(store.current()) == "" })
 	clock.Step(4*time.Second - time.Millisecond)

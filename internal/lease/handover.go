@@ -3,8 +3,6 @@ package lease
 import (
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
@@ -18,13 +16,10 @@ type Handover struct {
 	To string
 }
 
-// HandoverOf reads the handover requested on a lease; ok is false when there is none.
-func HandoverOf(l *coordinationv1.Lease) (h Handover, ok bool) {
-	if l == nil {
-		return Handover{}, false
-	}
-	h.From = l.Annotations[contract.HandoverFrom]
-	h.To = l.Annotations[contract.HandoverTo]
+// HandoverOf reads the handover requested in a lease's annotations; ok is false when there is none.
+func HandoverOf(annotations map[string]string) (h Handover, ok bool) {
+	h.From = annotations[contract.HandoverFrom]
+	h.To = annotations[contract.HandoverTo]
 	return h, h.From != ""
 }
 
@@ -34,7 +29,7 @@ func (h Handover) AsksToStepDown(identity string) bool { return h.From != "" && 
 // Bars reports whether the request keeps identity from taking a lease judged j until it returns: while
 // the released lease would still be in force, From may not take it back and nobody but To may take it.
 // When it returns a time, the bar lifts then.
-func (h Handover) Bars(j Judgement, released *coordinationv1.LeaseSpec, identity string, now time.Time, clockSkewMargin time.Duration) (time.Time, bool) {
+func (h Handover) Bars(j Judgement, released *Spec, identity string, now time.Time, clockSkewMargin time.Duration) (time.Time, bool) {
 	if h.From == "" || j.State == Held {
 		return time.Time{}, false
 	}
@@ -50,7 +45,7 @@ func (h Handover) Bars(j Judgement, released *coordinationv1.LeaseSpec, identity
 }
 
 // ClearHandover removes a handover request from a lease about to be written.
-func ClearHandover(l *coordinationv1.Lease) {
+func ClearHandover(l *Lease) {
 	delete(l.Annotations, contract.HandoverFrom)
 	delete(l.Annotations, contract.HandoverTo)
 }

@@ -4,8 +4,6 @@ import (
 	"testing"
 	"time"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasegate/leasegate/internal/contract"
 )
@@ -13,8 +11,8 @@ import (
 func TestHandoverBars(t *testing.T) {
 	// released is the lease as its holder a-0 left it when asked to hand over: empty holder, its
 	// 15 s duration kept, renewTime the instant of the release.
-	released := func(to string) *coordinationv1.Lease {
-		l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a"}}}
+	released := func(to string) *Lease {
+		l := &Lease{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a"}}
 		if to != "" {
 			l.Annotations[contract.HandoverTo] = to
 		}
@@ -23,7 +21,7 @@ func TestHandoverBars(t *testing.T) {
 	}
 	tests := []struct {
 		name       string
-		lease      *coordinationv1.Lease
+		lease      *Lease
 		identity   string
 		now        time.Time
 		wantBarred bool
@@ -34,16 +32,16 @@ func TestHandoverBars(t *testing.T) {
 		{name: "a candidate that is not the target is barred", lease: released("c-0"), identity: "b-0_uid-b", now: renewed.Add(time.Second), wantBarred: true},
 		{name: "the clock skew margin extends the bar", lease: released("c-0"), identity: "b-0_uid-b", now: renewed.Add(15500 * time.Millisecond), wantBarred: true},
 		{name: "once the released lease would have expired anyone may take it", lease: released("c-0"), identity: "b-0_uid-b", now: renewed.Add(16 * time.Second)},
-		{name: "a held lease is not the request's to bar", lease: func() *coordinationv1.Lease {
+		{name: "a held lease is not the request's to bar", lease: func() *Lease {
 			l := released("c-0")
 			l.Spec = *spec("a-0_uid-a", 15)
 			return l
 		}(), identity: "b-0_uid-b", now: renewed.Add(time.Second)},
-		{name: "no request bars nobody", lease: &coordinationv1.Lease{Spec: *spec("", 15)}, identity: "b-0_uid-b", now: renewed.Add(time.Second)},
+		{name: "no request bars nobody", lease: &Lease{Spec: *spec("", 15)}, identity: "b-0_uid-b", now: renewed.Add(time.Second)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			h, _ := HandoverOf(tt.lease)
+			h, _ := HandoverOf(tt.lease.Annotations)
 			until, barred := h.Bars(Judge(&tt.lease.Spec, tt.now, time.Second), &tt.lease.Spec, tt.identity, tt.now, time.Second)
 			if barred != tt.wantBarred {
 				t.Fatalf("barred = %v, want %v", barred, tt.wantBarred)
@@ -56,13 +54,13 @@ func TestHandoverBars(t *testing.T) {
 }
 
 func TestHandoverAsksToStepDown(t *testing.T) {
-	l := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a", contract.HandoverTo: "c-0"}}}
-	h, ok := HandoverOf(l)
+	l := &Lease{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a", contract.HandoverTo: "c-0"}}
+	h, ok := HandoverOf(l.Annotations)
 	if !ok || !h.AsksToStepDown("a-0_uid-a") || h.AsksToStepDown("a-0_uid-other") || h.To != "c-0" {
 		t.Fatalf("HandoverOf = %+v, %v: want a request from a-0_uid-a (and only that incarnation) to c-0", h, ok)
 	}
 	ClearHandover(l)
-	if _, ok := HandoverOf(l); ok || len(l.Annotations) != 0 {
+	if _, ok := HandoverOf(l.Annotations); ok || len(l.Annotations) != 0 {
 		t.Fatalf("ClearHandover left %v", l.Annotations)
 	}
 }

@@ -2,8 +2,6 @@ package lease
 
 import (
 	"time"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
 )
 
 // State is who, if anyone, holds a lease at one instant.
@@ -46,11 +44,13 @@ type Judgement struct {
 // The margin is added, not subtracted: renewTime was written with the holder's clock and is judged with
 // the caller's, so the caller extends the holder's term by the skew it is willing to tolerate. It runs on
 // every admission request the fence sees, so it must not allocate.
-func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.Duration) Judgement {
-	if spec.HolderIdentity == nil || *spec.HolderIdentity == "" {
+//
+// The Lease API's own types reach it through package leasev1 (SpecOf), so the agent need not link them.
+func Judge(spec *Spec, now time.Time, clockSkewMargin time.Duration) Judgement {
+	if spec.HolderIdentity == "" {
 		return Judgement{State: Released}
 	}
-	j := Judgement{Holder: *spec.HolderIdentity, State: Expired}
+	j := Judgement{Holder: spec.HolderIdentity, State: Expired}
 	expires, renewed := inForceUntil(spec, clockSkewMargin)
 	if !renewed {
 		return j
@@ -64,11 +64,11 @@ func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.D
 
 // inForceUntil is when a lease renewed as spec says stops being in force, whoever it names:
 // renewTime + leaseDurationSeconds + clockSkewMargin. renewed is false without a renew time or duration.
-func inForceUntil(spec *coordinationv1.LeaseSpec, clockSkewMargin time.Duration) (until time.Time, renewed bool) {
-	if spec.RenewTime == nil || spec.LeaseDurationSeconds == nil {
+func inForceUntil(spec *Spec, clockSkewMargin time.Duration) (until time.Time, renewed bool) {
+	if spec.RenewTime.IsZero() || spec.LeaseDurationSeconds == 0 {
 		return time.Time{}, false
 	}
-	return spec.RenewTime.Add(time.Duration(*spec.LeaseDurationSeconds)*time.Second + clockSkewMargin), true
+	return spec.RenewTime.Add(time.Duration(spec.LeaseDurationSeconds)*time.Second + clockSkewMargin), true
 }
 
 // Acquirable reports whether identity may take the lease: nobody holds it, or identity already does.

@@ -3,26 +3,18 @@ package lease
 import (
 	"testing"
 	"time"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/utils/ptr"
 )
 
 var renewed = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-func spec(holder string, durationSeconds int32) *coordinationv1.LeaseSpec {
-	return &coordinationv1.LeaseSpec{
-		HolderIdentity:       ptr.To(holder),
-		LeaseDurationSeconds: ptr.To(durationSeconds),
-		RenewTime:            &metav1.MicroTime{Time: renewed},
-	}
+func spec(holder string, durationSeconds int32) *Spec {
+	return &Spec{HolderIdentity: holder, LeaseDurationSeconds: durationSeconds, RenewTime: MicroTime{renewed}}
 }
 
 func TestJudge(t *testing.T) {
 	tests := []struct {
 		name   string
-		spec   *coordinationv1.LeaseSpec
+		spec   *Spec
 		now    time.Time
 		margin time.Duration
 		want   Judgement
@@ -67,19 +59,19 @@ func TestJudge(t *testing.T) {
 		},
 		{
 			name: "no holder at all is released",
-			spec: &coordinationv1.LeaseSpec{},
+			spec: &Spec{},
 			now:  renewed,
 			want: Judgement{State: Released},
 		},
 		{
 			name: "a holder without a renew time never renewed: expired",
-			spec: &coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pod-a_1"), LeaseDurationSeconds: ptr.To[int32](15)},
+			spec: &Spec{HolderIdentity: "pod-a_1", LeaseDurationSeconds: 15},
 			now:  renewed,
 			want: Judgement{Holder: "pod-a_1", State: Expired},
 		},
 		{
 			name: "a holder without a duration cannot be judged held: expired",
-			spec: &coordinationv1.LeaseSpec{HolderIdentity: ptr.To("pod-a_1"), RenewTime: &metav1.MicroTime{Time: renewed}},
+			spec: &Spec{HolderIdentity: "pod-a_1", RenewTime: MicroTime{renewed}},
 			now:  renewed,
 			want: Judgement{Holder: "pod-a_1", State: Expired},
 		},

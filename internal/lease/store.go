@@ -2,21 +2,40 @@ package lease
 
 import (
 	"context"
-
-	coordinationv1 "k8s.io/api/coordination/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
 )
 
 // Store is what an Elector elects through: one lease-shaped object, read, written with a compare-and-swap
-// on resourceVersion, and watched. Client (a coordination.k8s.io/v1 Lease) and MultiClusterStore (the spec
-// of a MultiClusterLease) implement it.
+// on resourceVersion, and watched. Client implements it for Leases and for the spec of MultiClusterLeases.
 type Store interface {
-	Get(ctx context.Context, namespace, name string) (*coordinationv1.Lease, error)
-	Create(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
-	Update(ctx context.Context, lease *coordinationv1.Lease) (*coordinationv1.Lease, error)
-	List(ctx context.Context, namespace string, opts metav1.ListOptions) (*coordinationv1.LeaseList, error)
-	Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error)
+	Get(ctx context.Context, namespace, name string) (*Lease, error)
+	Create(ctx context.Context, lease *Lease) (*Lease, error)
+	// Update writes lease if its resourceVersion is still current; a stale one fails with a Conflict.
+	Update(ctx context.Context, lease *Lease) (*Lease, error)
+	// List reads the lease of this name, nil when there is none, and the resourceVersion a watch of it
+	// starts from.
+	List(ctx context.Context, namespace, name string) (lease *Lease, resourceVersion string, err error)
+	// Watch streams the changes to the lease of this name after resourceVersion, until ctx ends or the
+	// server ends the watch (the channel closes). An expired resourceVersion arrives as an Error event.
+	Watch(ctx context.Context, namespace, name, resourceVersion string) (<-chan Event, error)
 }
 
-var _ Store = (*Client)(nil)
+// EventType is the type of a watch event, as the API server names it.
+type EventType string
+
+const (
+	Added    EventType = "ADDED"
+	Modified EventType = "MODIFIED"
+	Deleted  EventType = "DELETED"
+	// Bookmark carries only a newer resourceVersion to resume from.
+	Bookmark EventType = "BOOKMARK"
+	// Error ends a watch: Err says why (kubeclient.IsResourceExpired: list again).
+	Error EventType = "ERROR"
+)
+
+// Event is one change a watch delivers.
+type Event struct {
+	Type EventType
+	// Lease is the object after the change (before it, for Deleted); only its resourceVersion for a Bookmark.
+	Lease *Lease
+	Err   error
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leasev1"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -217,7 +218,7 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
 		return v
 	}
-	j := lease.Judge(&l.Spec, now, p.margin)
+	j := leasev1.Judge(&l.Spec, now, p.margin)
 	v.Holder = j.Holder
 	format := g.holderFormat
 	if format == nil {
@@ -326,7 +327,7 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 	next := ptr.Deref(updated.Spec.HolderIdentity, "")
 	var current lease.Judgement
 	if old != nil {
-		current = lease.Judge(&old.Spec, now, p.margin)
+		current = leasev1.Judge(&old.Spec, now, p.margin)
 	}
 	v.Holder = current.Holder
 	ownsCurrent := current.Holder != "" && lease.AgentFormat.Names(current.Holder, podName, podUID)
@@ -351,11 +352,14 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 // that takes the lease marks the request done; setting one is for people and controllers, whom RBAC on
 // the Lease already decides about: otherwise any follower could make the leader step down.
 func asksHandover(old, updated *coordinationv1.Lease) bool {
-	next, asked := lease.HandoverOf(updated)
+	next, asked := lease.HandoverOf(updated.Annotations)
 	if !asked {
 		return false
 	}
-	prev, _ := lease.HandoverOf(old)
+	var prev lease.Handover
+	if old != nil {
+		prev, _ = lease.HandoverOf(old.Annotations)
+	}
 	return next != prev
 }
 
@@ -409,7 +413,7 @@ func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
 	leading := false
 	switch {
 	case e.Lease != nil:
-		j := lease.Judge(&e.Lease.Spec, now, margin)
+		j := leasev1.Judge(&e.Lease.Spec, now, margin)
 		v.Holder = j.Holder
 		leading = j.State == lease.Held && lease.AgentFormat.Names(j.Holder, podName, podUID)
 	case e.MultiClusterLease != nil:

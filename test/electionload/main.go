@@ -33,7 +33,6 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 	"k8s.io/klog/v2"
 
 	"github.com/leasegate/leasegate/internal/contract"
@@ -194,7 +193,7 @@ type timedStore struct {
 
 var errCrashed = errors.New("crashed")
 
-func (s *timedStore) Update(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (s *timedStore) Update(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
 	if s.crashed.Load() {
 		return nil, errCrashed
 	}
@@ -206,7 +205,7 @@ func (s *timedStore) Update(ctx context.Context, l *coordinationv1.Lease) (*coor
 	return updated, err
 }
 
-func (s *timedStore) Create(ctx context.Context, l *coordinationv1.Lease) (*coordinationv1.Lease, error) {
+func (s *timedStore) Create(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
 	if s.crashed.Load() {
 		return nil, errCrashed
 	}
@@ -257,11 +256,15 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 		}
 	}()
 	fmt.Fprintf(os.Stderr, "starting %d electors, %d/s\n", n*candidates, startRate)
+	pods, err := framework.NewPodClients(bench.ControlPlane.Config)
+	if err != nil {
+		return r, err
+	}
 	start := time.Now()
 	for i := range n {
 		for c := range candidates {
 			time.Sleep(time.Until(start.Add(time.Duration(len(electors)) * time.Second / time.Duration(startRate))))
-			e, err := startElector(ctx, bench.ControlPlane.Config, n, i, c, timing, renewals)
+			e, err := startElector(ctx, pods, n, i, c, timing, renewals)
 			if err != nil {
 				return r, err
 			}
@@ -336,23 +339,10 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 }
 
 // startElector starts candidate c of lease i, as pod "w<i>-<c>" of its namespace.
-func startElector(ctx context.Context, admin *rest.Config, row, i, c int, timing lease.Timing, renewals *latencies) (*elector, error) {
+func startElector(ctx context.Context, pods *framework.PodClients, row, i, c int, timing lease.Timing, renewals *latencies) (*elector, error) {
 	namespace, leaseName := namespaceOf(row, i), fmt.Sprintf("lease-%d", i%leasesPerNamespace)
 	podName, podUID := fmt.Sprintf("w%d-%d", i, c), fmt.Sprintf("uid-%d-%d-%d", row, i, c)
-	config := rest.CopyConfig(admin)
-	config.QPS, config.Burst = 5, 10 // client-go's defaults, as the agent has them
-	config.Impersonate = rest.ImpersonationConfig{
-		UserName: "system:serviceaccount:" + namespace + ":default",
-		Extra: map[string][]string{
-			"authentication.kubernetes.io/pod-name": {podName},
-			"authentication.kubernetes.io/pod-uid":  {podUID},
-		},
-	}
-	client, err := lease.NewClient(config)
-	if err != nil {
-		return nil, err
-	}
-	store := &timedStore{Client: client, renewals: renewals}
+	store := &timedStore{Client: lease.NewClient(pods.For(namespace, "default", podName, podUID)), renewals: renewals}
 	e, err := lease.NewElector(lease.Config{
 		Client: store, Namespace: namespace, Name: leaseName, Identity: lease.Identity(podName, podUID),
 		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: logr.Discard(),

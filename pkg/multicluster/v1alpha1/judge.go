@@ -1,22 +1,19 @@
 package v1alpha1
 
-import "time"
+import (
+	"time"
 
-// MaxClockRateError is how far, as a fraction, the rate of any clock involved (the etcd leader's that
-// times the backend lease, the election controller's, a candidate's) may stray from true time. Real clocks
-// stray by parts per million; 10% leaves room for a badly behaved VM, and is what the e2e suite skews by.
-const MaxClockRateError = 0.1
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+// MaxClockRateError is how far, as a fraction, the rate of any clock involved may stray from true time
+// (see lease.MaxClockRateError, which the agent reads without linking this API package).
+const MaxClockRateError = lease.MaxClockRateError
 
 // ConfirmedFor is how long a candidate may act after it started the heartbeat write that the status then
-// confirmed (status.observedGeneration reached that write's generation, naming it global leader).
-//
-// The controller confirms a generation only with a backend renewal it sent after it saw that generation,
-// so the backend lease cannot expire sooner than the write's start plus the TTL (the lease duration); less
-// the rate error, the candidate stops first on its own clock. Only durations on one machine's clock are
-// involved: no clock of another cluster, not even the controller's, can make it act too long.
+// confirmed: lease.ConfirmedFor, which says why.
 func ConfirmedFor(leaseDurationSeconds int32) time.Duration {
-	ttl := time.Duration(leaseDurationSeconds) * time.Second
-	return ttl - time.Duration(float64(ttl)*MaxClockRateError)
+	return lease.ConfirmedFor(leaseDurationSeconds)
 }
 
 // ValidFor is how long after a backend renewal was sent the fence may admit the global leader's writes:

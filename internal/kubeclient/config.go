@@ -1,0 +1,270 @@
+package kubeclient
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Config is how to reach and authenticate to one API server. It holds only what the agent uses: a bearer
+// token or a client certificate, never exec plugins or auth providers, so the agent links no credential
+// plugins and runs nothing.
+type Config struct {
+	// Host is the API server, such as "https://10.96.0.1:443"; a bare host:port means https.
+	Host string
+	// CAData is the PEM bundle of the server's CA; empty means the system roots.
+	CAData []byte
+	// ServerName overrides the name the server's certificate must carry (kubeconfig tls-server-name),
+	// for a server reached by an address its certificate does not name.
+	ServerName string
+	// Insecure skips verifying the server's certificate (kubeconfig insecure-skip-tls-verify).
+	Insecure bool
+	// CertData and KeyData are the client certificate and its key, PEM.
+	CertData, KeyData []byte
+	BearerToken       string
+	// BearerTokenFile is re-read at most once a minute, because projected service account tokens rotate
+	// (client-go's in-cluster config does the same), and wins over BearerToken when set.
+	BearerTokenFile string
+	UserAgent       string
+	// WrapTransport, when set, wraps the round tripper, outermost (tests add impersonation headers this
+	// way).
+	WrapTransport func(http.RoundTripper) http.RoundTripper
+}
+
+// serviceAccountDir is where the kubelet mounts the pod's service account token and the cluster's CA.
+const serviceAccountDir = "/var/run/secrets/kubernetes.io/serviceaccount"
+
+// errNotInCluster is client-go's ErrNotInCluster, word for word, so the agent fails outside a pod as any
+// client-go program does.
+var errNotInCluster = errors.New("unable to load in-cluster configuration, KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT must be defined")
+
+// InCluster is the pod's own config: the API server from KUBERNETES_SERVICE_HOST and
+// KUBERNETES_SERVICE_PORT, the service account token (re-read as it rotates) and the CA the kubelet
+// mounts beside it. The token and CA are checked now, so a pod without them (automountServiceAccountToken:
+// false) fails at start and says which file is missing, not at its first request.
+func InCluster() (*Config, error) {
+	return inCluster(os.Getenv, serviceAccountDir)
+}
+
+func inCluster(getenv func(string) string, dir string) (*Config, error) {
+	host, port := getenv("KUBERNETES_SERVICE_HOST"), getenv("KUBERNETES_SERVICE_PORT")
+	if host == "" || port == "" {
+		return nil, errNotInCluster
+	}
+	tokenFile := filepath.Join(dir, "token")
+	if _, err := readToken(tokenFile); err != nil {
+		return nil, fmt.Errorf("the service account token: %w (is automountServiceAccountToken false for this pod?)", err)
+	}
+	caFile := filepath.Join(dir, "ca.crt")
+	ca, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("the cluster's CA: %w (is automountServiceAccountToken false for this pod?)", err)
+	}
+	return &Config{
+		// JoinHostPort brackets an IPv6 address, as on an IPv6-only cluster.
+		Host:            "https://" + net.JoinHostPort(host, port),
+		CAData:          ca,
+		BearerTokenFile: tokenFile,
+	}, nil
+}
+
+// kubeconfig is the part of a kubeconfig file the agent reads. The fields it refuses (exec, auth-provider,
+// basic auth, impersonation, proxy-url) are read only to refuse them: ignoring one would connect as
+// someone else, or some other way, than the file says.
+type kubeconfig struct {
+	CurrentContext string `json:"current-context"`
+	Contexts       []struct {
+		Name    string `json:"name"`
+		Context struct {
+			Cluster string `json:"cluster"`
+			User    string `json:"user"`
+		} `json:"context"`
+	} `json:"contexts"`
+	Clusters []struct {
+		Name    string            `json:"name"`
+		Cluster kubeconfigCluster `json:"cluster"`
+	} `json:"clusters"`
+	Users []struct {
+		Name string         `json:"name"`
+		User kubeconfigUser `json:"user"`
+	} `json:"users"`
+}
+
+type kubeconfigCluster struct {
+	Server                   string `json:"server"`
+	CertificateAuthority     string `json:"certificate-authority"`
+	CertificateAuthorityData string `json:"certificate-authority-data"`
+	InsecureSkipTLSVerify    bool   `json:"insecure-skip-tls-verify"`
+	TLSServerName            string `json:"tls-server-name"`
+	ProxyURL                 string `json:"proxy-url"`
+}
+
+type kubeconfigUser struct {
+	Token                 string   `json:"token"`
+	TokenFile             string   `json:"tokenFile"`
+	ClientCertificate     string   `json:"client-certificate"`
+	ClientCertificateData string   `json:"client-certificate-data"`
+	ClientKey             string   `json:"client-key"`
+	ClientKeyData         string   `json:"client-key-data"`
+	Username              string   `json:"username"`
+	Password              string   `json:"password"`
+	Exec                  any      `json:"exec"`
+	AuthProvider          any      `json:"auth-provider"`
+	As                    string   `json:"as"`
+	AsGroups              []string `json:"as-groups"`
+}
+
+// LoadKubeconfig reads the kubeconfig file at path: its current-context's cluster and user. Relative
+// file paths in it resolve against the file's directory, as kubectl resolves them. A user that
+// authenticates any other way than a token or a client certificate is refused, naming the user: the agent
+// runs no exec plugins or auth providers.
+func LoadKubeconfig(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	var file kubeconfig
+	if err := yaml.Unmarshal(data, &file); err != nil {
+		return nil, fmt.Errorf("not a kubeconfig: %w", err)
+	}
+	dir := filepath.Dir(path)
+
+	if file.CurrentContext == "" {
+		return nil, errors.New("no current-context: set one with kubectl config use-context")
+	}
+	contextName := file.CurrentContext
+	var clusterName, userName string
+	found := false
+	for _, c := range file.Contexts {
+		if c.Name == contextName {
+			clusterName, userName, found = c.Context.Cluster, c.Context.User, true
+			break
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("current-context %q: no context of that name in contexts", contextName)
+	}
+	if clusterName == "" {
+		return nil, fmt.Errorf("context %q names no cluster", contextName)
+	}
+	if userName == "" {
+		return nil, fmt.Errorf("context %q names no user", contextName)
+	}
+
+	config := &Config{}
+	found = false
+	for _, c := range file.Clusters {
+		if c.Name == clusterName {
+			if err := config.setCluster(c.Cluster, dir); err != nil {
+				return nil, fmt.Errorf("cluster %q: %w", clusterName, err)
+			}
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("context %q: no cluster named %q in clusters", contextName, clusterName)
+	}
+	found = false
+	for _, u := range file.Users {
+		if u.Name == userName {
+			if err := config.setUser(u.User, dir); err != nil {
+				return nil, fmt.Errorf("user %q: %w", userName, err)
+			}
+			found = true
+			break
+		}
+	}
+	if !found {
+		return nil, fmt.Errorf("context %q: no user named %q in users", contextName, userName)
+	}
+	return config, nil
+}
+
+func (c *Config) setCluster(cluster kubeconfigCluster, dir string) error {
+	if cluster.Server == "" {
+		return errors.New("no server")
+	}
+	if cluster.ProxyURL != "" {
+		return errors.New("proxy-url is not supported by the agent: set HTTPS_PROXY (and NO_PROXY) in its environment instead")
+	}
+	c.Host = cluster.Server
+	c.ServerName = cluster.TLSServerName
+	c.Insecure = cluster.InsecureSkipTLSVerify
+	var err error
+	c.CAData, err = fileOrData(dir, "certificate-authority", cluster.CertificateAuthority, cluster.CertificateAuthorityData)
+	return err
+}
+
+func (c *Config) setUser(user kubeconfigUser, dir string) error {
+	var refused string
+	switch {
+	case user.Exec != nil:
+		refused = "exec"
+	case user.AuthProvider != nil:
+		refused = "auth-provider"
+	case user.Username != "" || user.Password != "":
+		refused = "username and password"
+	}
+	if refused != "" {
+		return fmt.Errorf("authenticates with %s, which the agent does not support: it needs a token (token, tokenFile) or a client certificate (client-certificate, client-key)", refused)
+	}
+	if user.As != "" || len(user.AsGroups) > 0 {
+		return errors.New("impersonation (as, as-groups) is not supported by the agent: give it the impersonated identity's own token or client certificate")
+	}
+	c.BearerToken = user.Token
+	if user.TokenFile != "" {
+		c.BearerTokenFile = resolve(dir, user.TokenFile)
+	}
+	var err error
+	if c.CertData, err = fileOrData(dir, "client-certificate", user.ClientCertificate, user.ClientCertificateData); err != nil {
+		return err
+	}
+	if c.KeyData, err = fileOrData(dir, "client-key", user.ClientKey, user.ClientKeyData); err != nil {
+		return err
+	}
+	if len(c.CertData) > 0 && len(c.KeyData) == 0 {
+		return errors.New("client-certificate without client-key (or client-key-data): set both")
+	}
+	if len(c.KeyData) > 0 && len(c.CertData) == 0 {
+		return errors.New("client-key without client-certificate (or client-certificate-data): set both")
+	}
+	return nil
+}
+
+// fileOrData is the content of a kubeconfig's <field> (a file path) or <field>-data (base64), which
+// kubectl refuses to have both of.
+func fileOrData(dir, field, file, data string) ([]byte, error) {
+	switch {
+	case file != "" && data != "":
+		return nil, fmt.Errorf("both %s and %s-data are set: keep one", field, field)
+	case data != "":
+		decoded, err := base64.StdEncoding.DecodeString(strings.TrimSpace(data))
+		if err != nil {
+			return nil, fmt.Errorf("%s-data is not base64: %w", field, err)
+		}
+		return decoded, nil
+	case file != "":
+		content, err := os.ReadFile(resolve(dir, file))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", field, err)
+		}
+		return content, nil
+	}
+	return nil, nil
+}
+
+// resolve makes a kubeconfig's relative path relative to the kubeconfig's directory, as kubectl does.
+func resolve(dir, path string) string {
+	if filepath.IsAbs(path) {
+		return path
+	}
+	return filepath.Join(dir, path)
+}

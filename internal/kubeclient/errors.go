@@ -1,0 +1,80 @@
+package kubeclient
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+)
+
+// Status is the API server's account of a failure (meta/v1 Status), as it sends it in the body of a
+// failed response and in a watch's ERROR event.
+type Status struct {
+	Message string `json:"message"`
+	// Reason is machine-readable: Conflict, NotFound, AlreadyExists, Expired, Gone, ...
+	Reason string `json:"reason"`
+	Code   int    `json:"code"`
+}
+
+// StatusError is a request the API server refused.
+type StatusError struct {
+	Status Status
+}
+
+func (e *StatusError) Error() string {
+	if e.Status.Message != "" {
+		return e.Status.Message
+	}
+	return "the server responded " + http.StatusText(e.Status.Code) + " (" + e.Status.Reason + ")"
+}
+
+// statusError reads the Status in a failed response's body; a body that is not one (a proxy's page, say)
+// keeps its first line as the message.
+func statusError(code int, body []byte) *StatusError {
+	var s Status
+	if json.Unmarshal(body, &s) != nil || s.Code == 0 {
+		s = Status{Code: code, Message: strings.TrimSpace(strings.SplitN(string(body), "\n", 2)[0])}
+	}
+	if s.Reason == "" {
+		s.Reason = reasonFor(code)
+	}
+	return &StatusError{Status: s}
+}
+
+// reasonFor is the reason the API server gives with a code, for a failure whose body said none.
+func reasonFor(code int) string {
+	switch code {
+	case http.StatusConflict:
+		return "Conflict"
+	case http.StatusNotFound:
+		return "NotFound"
+	case http.StatusGone:
+		return "Gone"
+	}
+	return ""
+}
+
+// ReasonOf is the reason of a *StatusError in err's chain, "" for any other error.
+func ReasonOf(err error) string {
+	var statusErr *StatusError
+	if errors.As(err, &statusErr) {
+		return statusErr.Status.Reason
+	}
+	return ""
+}
+
+// IsConflict: a write's resourceVersion was stale (or two creates raced: the second is AlreadyExists).
+func IsConflict(err error) bool { return ReasonOf(err) == "Conflict" }
+
+// IsNotFound: the object does not exist.
+func IsNotFound(err error) bool { return ReasonOf(err) == "NotFound" }
+
+// IsAlreadyExists: a create found the object there.
+func IsAlreadyExists(err error) bool { return ReasonOf(err) == "AlreadyExists" }
+
+// IsResourceExpired: a watch or list asked for a resourceVersion the server no longer keeps (410
+// Expired or Gone); the caller must list again.
+func IsResourceExpired(err error) bool {
+	var statusErr *StatusError
+	return errors.As(err, &statusErr) && (statusErr.Status.Code == http.StatusGone || statusErr.Status.Reason == "Expired" || statusErr.Status.Reason == "Gone")
+}

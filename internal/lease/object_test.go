@@ -1,0 +1,134 @@
+package lease
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+)
+
+// A Lease as the API server sends it, with fields the elector does not read.
+const servedLease = `{
+  "kind": "Lease", "apiVersion": "coordination.k8s.io/v1",
+  "metadata": {
+    "name": "orders", "namespace": "shop", "uid": "5d0c", "resourceVersion": "42", "generation": 3,
+    "creationTimestamp": "2026-11-24T10:00:00Z",
+    "labels": {"leasegate.io/managed": "true"},
+    "annotations": {"team": "shop", "leasegate.io/handover-from": "a-0_ua"},
+    "ownerReferences": [{"apiVersion": "v1", "kind": "Namespace", "name": "shop", "uid": "77"}],
+    "managedFields": [{"manager": "leasegate-agent", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}]
+  },
+  "spec": {
+    "holderIdentity": "a-0_ua", "leaseDurationSeconds": 15,
+    "acquireTime": "2026-11-24T10:00:00.000000Z", "renewTime": "2026-11-24T10:05:00.123456Z",
+    "leaseTransitions": 7, "preferredHolder": "b-0"
+  }
+}`
+
+func TestLeaseReadsWhatTheElectorNeeds(t *testing.T) {
+	l := decodeLease(t, []byte(servedLease))
+	want := Spec{
+		HolderIdentity: "a-0_ua", LeaseDurationSeconds: 15, LeaseTransitions: 7,
+		AcquireTime: MicroTime{time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)},
+		RenewTime:   MicroTime{time.Date(2026, 11, 24, 10, 5, 0, 123456000, time.UTC)},
+	}
+	if l.Name != "orders" || l.Namespace != "shop" || l.ResourceVersion != "42" || l.Generation != 3 {
+		t.Errorf("metadata: %s/%s at %s generation %d", l.Namespace, l.Name, l.ResourceVersion, l.Generation)
+	}
+	if !l.Spec.AcquireTime.Equal(want.AcquireTime.Time) || !l.Spec.RenewTime.Equal(want.RenewTime.Time) {
+		t.Errorf("times: %s, %s; want %s, %s", l.Spec.AcquireTime, l.Spec.RenewTime, want.AcquireTime, want.RenewTime)
+	}
+	l.Spec.AcquireTime, l.Spec.RenewTime = want.AcquireTime, want.RenewTime
+	if l.Spec != want {
+		t.Errorf("spec %+v, want %+v", l.Spec, want)
+	}
+	if h, ok := HandoverOf(l.Annotations); !ok || h.From != "a-0_ua" {
+		t.Errorf("the handover request was not read: %v", l.Annotations)
+	}
+	if l.Global != nil {
+		t.Errorf("a Lease carries no global answer, got %+v", l.Global)
+	}
+}
+
+// An update writes the whole object, so what the elector does not read must go back as it came, and
+// what it changed must go out as it set it.
+func TestLeaseWritesBackWhatItDoesNotRead(t *testing.T) {
+	l := decodeLease(t, []byte(servedLease))
+	renewal := time.Date(2026, 11, 24, 10, 5, 2, 987654321, time.UTC)
+	next := l.Clone()
+	next.Spec = Spec{HolderIdentity: "a-0_ua", LeaseDurationSeconds: 15, AcquireTime: l.Spec.AcquireTime, RenewTime: MicroTime{renewal}, LeaseTransitions: 7}
+	ClearHandover(next)
+	if _, ok := HandoverOf(l.Annotations); !ok {
+		t.Fatal("changing a clone's annotations changed the original's")
+	}
+	data, err := json.Marshal(next)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var written, served map[string]any
+	if err := json.Unmarshal(data, &written); err != nil {
+		t.Fatal(err)
+	}
+	_ = json.Unmarshal([]byte(servedLease), &served)
+
+	meta, servedMeta := written["metadata"].(map[string]any), served["metadata"].(map[string]any)
+	for _, kept := range []string{"uid", "creationTimestamp", "labels", "ownerReferences", "managedFields", "resourceVersion", "name", "namespace"} {
+		if !reflect.DeepEqual(meta[kept], servedMeta[kept]) {
+			t.Errorf("metadata.%s = %v, want it kept: %v", kept, meta[kept], servedMeta[kept])
+		}
+	}
+	if !reflect.DeepEqual(meta["annotations"], map[string]any{"team": "shop"}) {
+		t.Errorf("annotations %v: want the handover request removed and the rest kept", meta["annotations"])
+	}
+	if written["kind"] != "Lease" || written["apiVersion"] != "coordination.k8s.io/v1" {
+		t.Errorf("kind %v, apiVersion %v: want them kept", written["kind"], written["apiVersion"])
+	}
+	spec := written["spec"].(map[string]any)
+	if spec["renewTime"] != "2026-11-24T10:05:02.987654Z" {
+		t.Errorf("renewTime %v: want UTC with microseconds, as the API server writes it", spec["renewTime"])
+	}
+	if _, ok := spec["preferredHolder"]; ok {
+		t.Error("the holder rewrites the whole spec, as client-go's elector does; preferredHolder was kept")
+	}
+}
+
+func TestReleasedLeaseWritesAnEmptyHolder(t *testing.T) {
+	data, err := json.Marshal(&Lease{Namespace: "shop", Name: "orders", Spec: Spec{LeaseDurationSeconds: 1, RenewTime: MicroTime{time.Unix(1, 0)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// client-go writes holderIdentity "" on release; readers that tell null from "" see the same.
+	if !strings.Contains(string(data), `"holderIdentity":""`) || !strings.Contains(string(data), `"leaseTransitions":0`) || strings.Contains(string(data), "acquireTime") {
+		t.Errorf("released lease %s: want holderIdentity \"\", leaseTransitions 0 and no acquireTime", data)
+	}
+}
+
+func TestMultiClusterLeaseCarriesTheControllersAnswer(t *testing.T) {
+	served := `{"apiVersion":"leasegate.io/v1alpha1","kind":"MultiClusterLease",
+		"metadata":{"name":"orders","namespace":"shop","resourceVersion":"9","generation":12},
+		"spec":{"holderIdentity":"a-0_ua","leaseDurationSeconds":5},
+		"status":{"globalHolder":"b-0_ub","holderCluster":"west","observedGeneration":11,"conditions":[{"type":"Leading","status":"True"}]}}`
+	l := decodeLease(t, []byte(served))
+	if l.Global == nil || l.Global.Holder != "b-0_ub" || l.Global.ObservedGeneration != 11 {
+		t.Fatalf("Global = %+v, want b-0_ub at generation 11", l.Global)
+	}
+	if holder, observed, ok := globalAnswer(l); !ok || holder != "b-0_ub" || observed != 11 {
+		t.Errorf("globalAnswer() = %q, %d, %v", holder, observed, ok)
+	}
+	data, err := json.Marshal(l.typed(multiClusterLeaseAPIVersion, multiClusterLeaseKind))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(data), `"holderCluster":"west"`) || !strings.Contains(string(data), `"kind":"MultiClusterLease"`) {
+		t.Errorf("written %s: want the status as it came (the API server ignores it on an update) and the kind", data)
+	}
+}
+
+func TestMicroTimeRejectsWhatIsNotATime(t *testing.T) {
+	for _, bad := range []string{`{"spec":{"renewTime":"yesterday"}}`, `{"spec":{"renewTime":12}}`, `{"metadata":[]}`, `[]`} {
+		if err := json.Unmarshal([]byte(bad), &Lease{}); err == nil {
+			t.Errorf("%s: decoded without an error", bad)
+		}
+	}
+}
