@@ -27,6 +27,8 @@ type memStore struct {
 	watchers map[chan Event]bool
 	// failWrites, when set, is what every Create and Update returns: an API server that cannot be reached.
 	failWrites error
+	// compacted: a watch from a resourceVersion before it has expired (410), as after etcd compacts.
+	compacted int
 }
 
 type memEvent struct {
@@ -115,6 +117,11 @@ func (s *memStore) Watch(ctx context.Context, _, _, resourceVersion string) (<-c
 	defer s.mu.Unlock()
 	from, _ := strconv.Atoi(resourceVersion)
 	w := make(chan Event, 64) // larger than any test's writes: sent to under the lock, never blocking
+	if from < s.compacted {
+		w <- Event{Type: Error, Err: statusErr(410, "Expired")}
+		close(w)
+		return w, nil
+	}
 	for _, event := range s.history {
 		if event.rv > from {
 			w <- Event{Type: event.kind, Lease: decodeLease(panicker{}, event.object)}
@@ -128,10 +135,29 @@ func (s *memStore) Watch(ctx context.Context, _, _, resourceVersion string) (<-c
 		<-ctx.Done()
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		delete(s.watchers, w)
-		close(w)
+		if s.watchers[w] {
+			delete(s.watchers, w)
+			close(w)
+		}
 	}()
 	return w, nil
+}
+
+// restart plays an API server restart with a compaction: every watch ends, the lease changes while
+// nobody watches, and the history before that change is gone, so a watch resumed from the version it
+// had seen expires and only a new list finds the change.
+func (s *memStore) restart(t *testing.T, change func(*Lease)) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for w := range s.watchers {
+		close(w)
+	}
+	s.watchers = nil
+	next := decodeLease(t, s.object)
+	change(next)
+	s.storeLocked(next, Modified)
+	s.compacted = s.rv
 }
 
 // panicker fails a decode inside the store, where no *testing.T is at hand: the store only decodes what
@@ -331,6 +357,20 @@ func TestElectorTakesAReleasedLeaseWithoutWaiting(t *testing.T) {
 	settle()
 	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
 	eventually(t, "it takes the released lease through its watch, the clock standing still", func() bool { return e.Status().IsLeader })
+}
+
+func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+	// c renews as the clock moves past the backoff, so the lease stays held and only a list can tell.
+	store.restart(t, func(l *Lease) { l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", MicroTime{start.Add(watchBackoffMax)} })
+	settle()
+	clock.Step(watchBackoffMax) // the backoff before the list
+	eventually(t, "it sees the holder that changed while it was not watching", func() bool { return e.Status().Holder == "c-0_uc" })
+	if e.Status().IsLeader {
+		t.Error("it took a lease held by another")
+	}
 }
 
 func TestElectorStepsDownWhenTheLeaseIsTakenFromIt(t *testing.T) {

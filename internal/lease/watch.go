@@ -60,7 +60,8 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 		if err != nil {
 			if kubeclient.IsResourceExpired(err) {
 				resourceVersion = ""
-			} else if ctx.Err() == nil {
+			}
+			if ctx.Err() == nil {
 				wait(err)
 			}
 			continue
@@ -77,10 +78,13 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 			case Bookmark:
 				resourceVersion = event.Lease.ResourceVersion
 			case Error:
+				// Even an expired resourceVersion waits a little before the list: a server that keeps
+				// expiring watches must not be listed in a tight loop.
 				e.watching.Store(false)
 				if kubeclient.IsResourceExpired(event.Err) {
 					resourceVersion = ""
-				} else if ctx.Err() == nil {
+				}
+				if ctx.Err() == nil {
 					wait(event.Err)
 				}
 				continue

@@ -1,0 +1,116 @@
+package kubeclient
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+// serve answers every request with handler and returns a client of it.
+func serve(t *testing.T, handler http.HandlerFunc) *Client {
+	t.Helper()
+	server := httptest.NewServer(handler)
+	t.Cleanup(server.Close)
+	client, err := New(&Config{Host: server.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+func TestDoSendsJSONAndDecodesTheAnswer(t *testing.T) {
+	client := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.Method != http.MethodPut || r.URL.Path != "/apis/coordination.k8s.io/v1/namespaces/shop/leases/orders" ||
+			r.URL.Query().Get("dryRun") != "All" || r.Header.Get("Content-Type") != "application/json" ||
+			r.Header.Get("Accept") != "application/json" || string(body) != `{"spec":{"holderIdentity":"a"}}` {
+			http.Error(w, "unexpected "+r.Method+" "+r.URL.String()+" "+string(body), http.StatusTeapot)
+			return
+		}
+		_, _ = w.Write([]byte(`{"metadata":{"resourceVersion":"7"}}`))
+	})
+	var got struct {
+		Metadata struct{ ResourceVersion string } `json:"metadata"`
+	}
+	req := Request{Method: http.MethodPut, Path: "/apis/coordination.k8s.io/v1/namespaces/shop/leases/orders",
+		Query: url.Values{"dryRun": {"All"}}, Body: json.RawMessage(`{"spec":{"holderIdentity":"a"}}`)}
+	if err := client.Do(context.Background(), req, &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Metadata.ResourceVersion != "7" {
+		t.Errorf("decoded %+v, want resourceVersion 7", got)
+	}
+}
+
+func TestFailuresAreTheServersStatus(t *testing.T) {
+	tests := []struct {
+		name        string
+		code        int
+		body        string
+		wantReason  string
+		wantMessage string
+		is          func(error) bool
+	}{
+		{name: "a conflict, as the API server words it", code: 409,
+			body:       `{"kind":"Status","status":"Failure","message":"Operation cannot be fulfilled on leases.coordination.k8s.io \"orders\": the object has been modified","reason":"Conflict","code":409}`,
+			wantReason: "Conflict", wantMessage: `Operation cannot be fulfilled on leases.coordination.k8s.io "orders": the object has been modified`, is: IsConflict},
+		{name: "already exists", code: 409, body: `{"kind":"Status","reason":"AlreadyExists","code":409,"message":"exists"}`,
+			wantReason: "AlreadyExists", wantMessage: "exists", is: IsAlreadyExists},
+		{name: "a 404 from something that is not the API server keeps its first line", code: 404, body: "404 page not found\nmore",
+			wantReason: "NotFound", wantMessage: "404 page not found", is: IsNotFound},
+		{name: "an expired resourceVersion", code: 410, body: `{"kind":"Status","reason":"Expired","code":410,"message":"too old resource version"}`,
+			wantReason: "Expired", wantMessage: "too old resource version", is: IsResourceExpired},
+		{name: "forbidden names no reason the elector acts on", code: 403, body: `{"kind":"Status","reason":"Forbidden","code":403,"message":"leases.coordination.k8s.io \"orders\" is forbidden"}`,
+			wantReason: "Forbidden", wantMessage: `leases.coordination.k8s.io "orders" is forbidden`, is: func(err error) bool { return !IsConflict(err) && !IsNotFound(err) }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.WriteHeader(tt.code)
+				_, _ = w.Write([]byte(tt.body))
+			})
+			err := client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/x"}, nil)
+			if ReasonOf(err) != tt.wantReason || err.Error() != tt.wantMessage || !tt.is(err) {
+				t.Errorf("error %v (reason %q): want reason %q and message %q", err, ReasonOf(err), tt.wantReason, tt.wantMessage)
+			}
+		})
+	}
+}
+
+func TestStreamHandsOverTheOpenBody(t *testing.T) {
+	client := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Accept") != "application/json;stream=watch" {
+			http.Error(w, "want a watch", http.StatusBadRequest)
+			return
+		}
+		_, _ = w.Write([]byte(`{"type":"ADDED"}` + "\n"))
+	})
+	body, err := client.Stream(context.Background(), Request{Method: http.MethodGet, Path: "/w"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer body.Close()
+	data, _ := io.ReadAll(body)
+	if !strings.Contains(string(data), "ADDED") {
+		t.Errorf("stream %q", data)
+	}
+	refusing := serve(t, func(w http.ResponseWriter, _ *http.Request) { http.Error(w, "no", http.StatusForbidden) })
+	if _, err := refusing.Stream(context.Background(), Request{Method: http.MethodGet, Path: "/w"}); ReasonOf(err) != "" || err == nil {
+		t.Errorf("a refused watch: %v, want a StatusError without a reason", err)
+	}
+}
+
+func TestNewRefusesAServerThatIsNotAURL(t *testing.T) {
+	if _, err := NewForHTTPClient("https://", http.DefaultClient); err == nil || !strings.Contains(err.Error(), "not a URL") {
+		t.Errorf("err = %v, want one that says what a server looks like", err)
+	}
+	client, err := NewForHTTPClient("10.96.0.1:443", http.DefaultClient)
+	if err != nil || client.host.Scheme != "https" {
+		t.Errorf("a bare host:port is https: %v, %v", client, err)
+	}
+}
