@@ -32,7 +32,14 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 	}
 	backoff := watchBackoffMin
 	wait := func(err error) {
-		e.cfg.Log.V(1).Info("Watching the lease failed; retrying", "lease", e.name, "error", err.Error(), "in", backoff)
+		// Expiry is routine (the server compacted past the version this watch had); anything else, such
+		// as an API server restart or missing rights, is shown, each time it happens, at most every
+		// watchBackoffMax once it persists.
+		if kubeclient.IsResourceExpired(err) {
+			e.cfg.Log.V(1).Info("The lease's watch expired; listing it again", "lease", e.name)
+		} else {
+			e.cfg.Log.Error(err, "Watching the lease failed; retrying", "lease", e.name, "in", backoff)
+		}
 		t := e.clock.NewTimer(backoff + rand.N(backoff))
 		defer t.Stop()
 		select {
