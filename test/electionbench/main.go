@@ -49,8 +49,8 @@ func run(ctx context.Context, window time.Duration) error {
 	if err != nil {
 		return err
 	}
-	fmt.Println("| elections per pod | agent RSS (largest of 3) | RSS per extra election | connections to the API server per agent | lease API calls/min (3 agents) | renewals (PUT)/min, at most elections × 60 s / 2 s | other calls/min (followers polling, re-lists) |")
-	fmt.Println("|---|---|---|---|---|---|---|")
+	fmt.Println("| elections per pod | agent RSS (largest of 3) | RSS per extra election | connections to the API server per agent | lease API calls/min (3 agents) | renewals (PUT)/min, at most elections × 60 s / 2 s | other calls/min (followers polling, re-lists) | agent CPU, 3 agents |")
+	fmt.Println("|---|---|---|---|---|---|---|---|")
 	var firstRSS int64
 	for _, n := range []int{1, 4, 16} {
 		agents, err := startAgents(ctx, cp, dir, binary, n)
@@ -61,7 +61,17 @@ func run(ctx context.Context, window time.Duration) error {
 			stopAll(agents)
 			return err
 		}
+		cpuBefore, err := cpuTime(agents)
+		if err != nil {
+			stopAll(agents)
+			return err
+		}
 		calls, err := leaseCallsDuring(ctx, cp, window)
+		if err != nil {
+			stopAll(agents)
+			return err
+		}
+		cpuAfter, err := cpuTime(agents)
 		if err != nil {
 			stopAll(agents)
 			return err
@@ -93,11 +103,25 @@ func run(ctx context.Context, window time.Duration) error {
 		if n > 1 {
 			perExtra = fmt.Sprintf("%.2f MiB", float64(rss-firstRSS)/float64(n-1)/(1<<20))
 		}
-		fmt.Printf("| %d | %.1f MiB | %s | %d | %.0f | %.0f (at most %.0f) | %.0f |\n",
-			n, float64(rss)/(1<<20), perExtra, connections, total, renewals, renewalsPerMinute*float64(n), total-renewals)
+		cpu := float64(cpuAfter-cpuBefore) / float64(time.Millisecond) * float64(time.Minute) / float64(window)
+		fmt.Printf("| %d | %.1f MiB | %s | %d | %.0f | %.0f (at most %.0f) | %.0f | %.0f ms/min |\n",
+			n, float64(rss)/(1<<20), perExtra, connections, total, renewals, renewalsPerMinute*float64(n), total-renewals, cpu)
 		fmt.Fprintf(os.Stderr, "%d elections: by verb %v\n", n, calls.byVerb)
 	}
 	return nil
+}
+
+// cpuTime is the CPU time the agents have used, together.
+func cpuTime(agents []*framework.Agent) (time.Duration, error) {
+	var total time.Duration
+	for _, a := range agents {
+		t, err := a.CPUTime()
+		if err != nil {
+			return 0, err
+		}
+		total += t
+	}
+	return total, nil
 }
 
 // startAgents starts three agents, each in a pod of a new namespace, running n elections.
