@@ -364,7 +364,9 @@ func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
 	// c renews as the clock moves past the backoff, so the lease stays held and only a list can tell.
-	store.restart(t, func(l *Lease) { l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", MicroTime{start.Add(watchBackoffMax)} })
+	store.restart(t, func(l *Lease) {
+		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", MicroTime{start.Add(watchBackoffMax)}
+	})
 	settle()
 	clock.Step(watchBackoffMax) // the backoff before the list
 	eventually(t, "it sees the holder that changed while it was not watching", func() bool { return e.Status().Holder == "c-0_uc" })
