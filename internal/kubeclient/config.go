@@ -130,11 +130,15 @@ func LoadKubeconfig(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseKubeconfig(data, filepath.Dir(path))
+}
+
+// parseKubeconfig reads a kubeconfig's bytes; relative paths in it resolve against dir.
+func parseKubeconfig(data []byte, dir string) (*Config, error) {
 	var file kubeconfig
 	if err := yaml.Unmarshal(data, &file); err != nil {
 		return nil, fmt.Errorf("not a kubeconfig: %w", err)
 	}
-	dir := filepath.Dir(path)
 
 	if file.CurrentContext == "" {
 		return nil, errors.New("no current-context: set one with kubectl config use-context")
