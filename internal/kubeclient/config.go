@@ -79,22 +79,30 @@ func inCluster(getenv func(string) string, dir string) (*Config, error) {
 // basic auth, impersonation, proxy-url) are read only to refuse them: ignoring one would connect as
 // someone else, or some other way, than the file says.
 type kubeconfig struct {
-	CurrentContext string `json:"current-context"`
-	Contexts       []struct {
-		Name    string `json:"name"`
-		Context struct {
-			Cluster string `json:"cluster"`
-			User    string `json:"user"`
-		} `json:"context"`
-	} `json:"contexts"`
-	Clusters []struct {
-		Name    string            `json:"name"`
-		Cluster kubeconfigCluster `json:"cluster"`
-	} `json:"clusters"`
-	Users []struct {
-		Name string         `json:"name"`
-		User kubeconfigUser `json:"user"`
-	} `json:"users"`
+	CurrentContext string                   `json:"current-context"`
+	Contexts       []kubeconfigContextEntry `json:"contexts"`
+	Clusters       []kubeconfigClusterEntry `json:"clusters"`
+	Users          []kubeconfigUserEntry    `json:"users"`
+}
+
+type kubeconfigContextEntry struct {
+	Name    string            `json:"name"`
+	Context kubeconfigContext `json:"context"`
+}
+
+type kubeconfigClusterEntry struct {
+	Name    string            `json:"name"`
+	Cluster kubeconfigCluster `json:"cluster"`
+}
+
+type kubeconfigUserEntry struct {
+	Name string         `json:"name"`
+	User kubeconfigUser `json:"user"`
+}
+
+type kubeconfigContext struct {
+	Cluster string `json:"cluster"`
+	User    string `json:"user"`
 }
 
 type kubeconfigCluster struct {
@@ -144,52 +152,43 @@ func parseKubeconfig(data []byte, dir string) (*Config, error) {
 		return nil, errors.New("no current-context: set one with kubectl config use-context")
 	}
 	contextName := file.CurrentContext
-	var clusterName, userName string
-	found := false
-	for _, c := range file.Contexts {
-		if c.Name == contextName {
-			clusterName, userName, found = c.Context.Cluster, c.Context.User, true
-			break
-		}
-	}
+	context, found := byName(file.Contexts, contextName, func(c kubeconfigContextEntry) (string, kubeconfigContext) { return c.Name, c.Context })
 	if !found {
 		return nil, fmt.Errorf("current-context %q: no context of that name in contexts", contextName)
 	}
-	if clusterName == "" {
+	if context.Cluster == "" {
 		return nil, fmt.Errorf("context %q names no cluster", contextName)
 	}
-	if userName == "" {
+	if context.User == "" {
 		return nil, fmt.Errorf("context %q names no user", contextName)
 	}
-
+	cluster, found := byName(file.Clusters, context.Cluster, func(c kubeconfigClusterEntry) (string, kubeconfigCluster) { return c.Name, c.Cluster })
+	if !found {
+		return nil, fmt.Errorf("context %q: no cluster named %q in clusters", contextName, context.Cluster)
+	}
+	user, found := byName(file.Users, context.User, func(u kubeconfigUserEntry) (string, kubeconfigUser) { return u.Name, u.User })
+	if !found {
+		return nil, fmt.Errorf("context %q: no user named %q in users", contextName, context.User)
+	}
 	config := &Config{}
-	found = false
-	for _, c := range file.Clusters {
-		if c.Name == clusterName {
-			if err := config.setCluster(c.Cluster, dir); err != nil {
-				return nil, fmt.Errorf("cluster %q: %w", clusterName, err)
-			}
-			found = true
-			break
-		}
+	if err := config.setCluster(cluster, dir); err != nil {
+		return nil, fmt.Errorf("cluster %q: %w", context.Cluster, err)
 	}
-	if !found {
-		return nil, fmt.Errorf("context %q: no cluster named %q in clusters", contextName, clusterName)
-	}
-	found = false
-	for _, u := range file.Users {
-		if u.Name == userName {
-			if err := config.setUser(u.User, dir); err != nil {
-				return nil, fmt.Errorf("user %q: %w", userName, err)
-			}
-			found = true
-			break
-		}
-	}
-	if !found {
-		return nil, fmt.Errorf("context %q: no user named %q in users", contextName, userName)
+	if err := config.setUser(user, dir); err != nil {
+		return nil, fmt.Errorf("user %q: %w", context.User, err)
 	}
 	return config, nil
+}
+
+// byName is the value of the first entry of a kubeconfig list (contexts, clusters, users) named name.
+func byName[E, V any](entries []E, name string, entry func(E) (string, V)) (V, bool) {
+	for _, e := range entries {
+		if n, v := entry(e); n == name {
+			return v, true
+		}
+	}
+	var zero V
+	return zero, false
 }
 
 func (c *Config) setCluster(cluster kubeconfigCluster, dir string) error {

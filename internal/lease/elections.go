@@ -120,22 +120,18 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 // dns1123Label and dns1123Subdomain check names as the API server does (apimachinery's validation, whose
 // package the agent does not link), with its messages.
 func dns1123Label(value string) []string {
-	const msg = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')"
-	if len(value) > 63 {
-		return []string{"must be no more than 63 characters"}
-	}
-	if !isDNS1123(value, false) {
-		return []string{msg}
-	}
-	return nil
+	return dns1123(value, 63, false, "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name', or '123-abc')")
 }
 
 func dns1123Subdomain(value string) []string {
-	const msg = "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')"
-	if len(value) > 253 {
-		return []string{"must be no more than 253 characters"}
+	return dns1123(value, 253, true, "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', and must start and end with an alphanumeric character (e.g. 'example.com')")
+}
+
+func dns1123(value string, maxLength int, dots bool, msg string) []string {
+	if len(value) > maxLength {
+		return []string{fmt.Sprintf("must be no more than %d characters", maxLength)}
 	}
-	if !isDNS1123(value, true) {
+	if !isDNS1123(value, dots) {
 		return []string{msg}
 	}
 	return nil
