@@ -75,6 +75,8 @@ func (c *Client) Do(ctx context.Context, req Request, into any) error {
 	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
 		return fmt.Errorf("%s %s: decoding the response: %w", req.Method, req.Path, err)
 	}
+	// Read what follows the value (a chunked HTTP/1.1 body's last chunk), so the connection is reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
 	return nil
 }
 

@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // serve answers every request with handler and returns a client of it.
@@ -112,5 +115,35 @@ func TestNewRefusesAServerThatIsNotAURL(t *testing.T) {
 	client, err := NewForHTTPClient("10.96.0.1:443", http.DefaultClient)
 	if err != nil || client.host.Scheme != "https" {
 		t.Errorf("a bare host:port is https: %v, %v", client, err)
+	}
+}
+
+func TestDoReusesAChunkedConnection(t *testing.T) {
+	server := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		_, _ = w.Write([]byte(`{"metadata":{}}`))
+		w.(http.Flusher).Flush() // the answer goes out chunked, more chunks after the value
+		time.Sleep(5 * time.Millisecond)
+		_, _ = w.Write([]byte(strings.Repeat(" ", 2048) + "\n"))
+	}))
+	var connections atomic.Int32
+	server.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			connections.Add(1)
+		}
+	}
+	server.Start()
+	defer server.Close()
+	client, err := New(&Config{Host: server.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		var into map[string]any
+		if err := client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/"}, &into); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := connections.Load(); n != 1 {
+		t.Errorf("%d connections for 3 requests: want the first reused", n)
 	}
 }

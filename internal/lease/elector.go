@@ -81,6 +81,9 @@ type Elector struct {
 	current   *Lease
 	leading   bool
 	lastRenew time.Time
+	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
+	// while its connection stays healthy); the next attempt reads the lease first.
+	readFirst bool
 
 	// leaderUntil (Unix nanoseconds) is the renew deadline of the last successful renewal. Status never
 	// reports leadership past it, even if the loop has not run to step down: a process that was paused
@@ -257,7 +260,8 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	// failover path; if the copy is stale the write conflicts and the watch soon brings the news. While
 	// the watch is down (an API server restart), each attempt reads the lease first.
 	base := e.observed.Load()
-	if base == nil || !e.watching.Load() {
+	if base == nil || !e.watching.Load() || e.readFirst {
+		e.readFirst = false
 		var err error
 		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
@@ -520,7 +524,9 @@ func (e *Elector) publish(lease *Lease, leading bool) {
 
 func (e *Elector) logAttempt(err error, what string) {
 	if kubeclient.IsConflict(err) || kubeclient.IsAlreadyExists(err) {
-		// Another candidate won the race, or our copy was stale; the watch brings the current lease.
+		// Another candidate won the race, or our copy was stale: the watch brings the current lease, and
+		// the next attempt reads it first in case the watch does not.
+		e.readFirst = true
 		e.cfg.Log.V(1).Info("Lost the race for the lease", "lease", e.name, "attempt", what)
 		return
 	}

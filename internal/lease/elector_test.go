@@ -29,6 +29,12 @@ type memStore struct {
 	failWrites error
 	// compacted: a watch from a resourceVersion before it has expired (410), as after etcd compacts.
 	compacted int
+	// stalled: open watches deliver nothing more, their connections healthy (a stuck watch cache).
+	stalled bool
+	// endWatches: every watch ends at once without an event (a proxy that closes them); watches counts
+	// the watches asked for.
+	endWatches bool
+	watches    int
 }
 
 type memEvent struct {
@@ -98,7 +104,9 @@ func (s *memStore) storeLocked(l *Lease, kind EventType) *Lease {
 	event := memEvent{kind: kind, rv: s.rv, object: data}
 	s.history = append(s.history, event)
 	for w := range s.watchers {
-		w <- Event{Type: kind, Lease: decodeLease(panicker{}, data)}
+		if !s.stalled {
+			w <- Event{Type: kind, Lease: decodeLease(panicker{}, data)}
+		}
 	}
 	return decodeLease(panicker{}, data)
 }
@@ -117,6 +125,11 @@ func (s *memStore) Watch(ctx context.Context, _, _, resourceVersion string) (<-c
 	defer s.mu.Unlock()
 	from, _ := strconv.Atoi(resourceVersion)
 	w := make(chan Event, 64) // larger than any test's writes: sent to under the lock, never blocking
+	s.watches++
+	if s.endWatches {
+		close(w)
+		return w, nil
+	}
 	if from < s.compacted {
 		w <- Event{Type: Error, Err: statusErr(410, "Expired")}
 		close(w)
@@ -363,16 +376,53 @@ func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
 	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
-	// c renews as the clock moves past the backoff, so the lease stays held and only a list can tell.
-	store.restart(t, func(l *Lease) {
-		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", MicroTime{start.Add(watchBackoffMax)}
+	// c's renewal is stamped a minute ahead, so the lease stays held while the clock moves through the
+	// backoffs, and only a list can tell the elector about it.
+	store.restart(t, func(l *Lease) { l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", MicroTime{start.Add(time.Minute)} })
+	eventually(t, "it sees the holder that changed while it was not watching", func() bool {
+		settle()
+		clock.Step(watchBackoffMax) // each backoff: the watch that ended without an event, the expired one
+		return e.Status().Holder == "c-0_uc"
 	})
-	settle()
-	clock.Step(watchBackoffMax) // the backoff before the list
-	eventually(t, "it sees the holder that changed while it was not watching", func() bool { return e.Status().Holder == "c-0_uc" })
 	if e.Status().IsLeader {
 		t.Error("it took a lease held by another")
 	}
+}
+
+func TestElectorBacksOffWhenWatchesEndAtOnce(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	store.endWatches = true
+	runElector(t, store, clock, "a-0_ua")
+	time.Sleep(200 * time.Millisecond) // real time; the backoff waits on the fake clock, which stands still
+	store.mu.Lock()
+	watches := store.watches
+	store.mu.Unlock()
+	if watches != 1 {
+		t.Fatalf("%d watches asked for in 200 ms with the clock standing still: want 1, then a wait", watches)
+	}
+	clock.Step(watchBackoffMax)
+	eventually(t, "it watches again after the backoff", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.watches == 2
+	})
+}
+
+func TestElectorReadsTheLeaseAfterLosingARaceOnAStalledWatch(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+	// The watch stays open but delivers nothing more; b releases the lease, which the elector's copy
+	// does not show, so its first take conflicts.
+	store.mu.Lock()
+	store.stalled = true
+	store.mu.Unlock()
+	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
+	eventually(t, "it reads the lease after the conflict and takes it", func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		return e.Status().IsLeader
+	})
 }
 
 func TestElectorStepsDownWhenTheLeaseIsTakenFromIt(t *testing.T) {

@@ -2,6 +2,7 @@ package lease
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"time"
 
@@ -74,7 +75,9 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 			continue
 		}
 		e.watching.Store(true)
+		started, delivered := e.clock.Now(), false
 		for event := range events {
+			delivered = true
 			switch event.Type {
 			case Added, Modified:
 				resourceVersion = event.Lease.ResourceVersion
@@ -99,5 +102,15 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 			backoff = watchBackoffMin
 		}
 		e.watching.Store(false)
+		// A watch that ends at once without an event (a proxy that closes it, say) is a failure too, as
+		// client-go's reflector counts it: resumed at once, it would be asked again in a tight loop.
+		if !delivered && e.clock.Since(started) < minWatchDuration && ctx.Err() == nil {
+			wait(errShortWatch)
+		}
 	}
 }
+
+// minWatchDuration is how long a watch that delivered nothing must have lasted not to count as failed.
+const minWatchDuration = time.Second
+
+var errShortWatch = errors.New("the watch ended at once without an event")
