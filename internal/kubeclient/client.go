@@ -14,7 +14,9 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // maxErrorBody bounds how much of a failed response is read for its Status.
@@ -90,34 +92,72 @@ func (c *Client) Stream(ctx context.Context, req Request) (io.ReadCloser, error)
 	return resp.Body, nil
 }
 
+// maxRetries is how often a request the server asked to retry (429, or 5xx with Retry-After: API
+// Priority and Fairness shedding load, a server starting) is sent again, as client-go's REST client
+// does; each waits the Retry-After the server gave (at most maxRetryAfter), within the caller's context.
+const (
+	maxRetries    = 10
+	maxRetryAfter = 10 * time.Second
+)
+
 func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Response, error) {
 	u := *c.host
 	u.Path += req.Path
 	u.RawQuery = req.Query.Encode()
-	var body io.Reader
+	var data []byte
 	if req.Body != nil {
-		data, err := json.Marshal(req.Body)
-		if err != nil {
+		var err error
+		if data, err = json.Marshal(req.Body); err != nil {
 			return nil, fmt.Errorf("%s %s: encoding the body: %w", req.Method, req.Path, err)
 		}
-		body = bytes.NewReader(data)
 	}
-	httpReq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
-	if err != nil {
-		return nil, err
+	for attempt := 0; ; attempt++ {
+		var body io.Reader
+		if data != nil {
+			body = bytes.NewReader(data)
+		}
+		httpReq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
+		if err != nil {
+			return nil, err
+		}
+		httpReq.Header.Set("Accept", accept)
+		if data != nil {
+			httpReq.Header.Set("Content-Type", "application/json")
+		}
+		resp, err := c.http.Do(httpReq)
+		if err != nil {
+			return nil, err
+		}
+		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+			return resp, nil
+		}
+		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		resp.Body.Close()
+		failure := statusError(resp.StatusCode, errBody)
+		wait, retry := retryAfter(resp)
+		if !retry || attempt == maxRetries {
+			return nil, failure
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, failure
+		case <-t.C:
+		}
 	}
-	httpReq.Header.Set("Accept", accept)
-	if body != nil {
-		httpReq.Header.Set("Content-Type", "application/json")
+}
+
+// retryAfter reports whether the server asked for the request again, and after how long: a 429, or a
+// 5xx with a Retry-After header (the request was not acted on), as client-go's REST client retries.
+func retryAfter(resp *http.Response) (time.Duration, bool) {
+	header := resp.Header.Get("Retry-After")
+	if resp.StatusCode != http.StatusTooManyRequests && (resp.StatusCode < 500 || header == "") {
+		return 0, false
 	}
-	resp, err := c.http.Do(httpReq)
-	if err != nil {
-		return nil, err
+	seconds, err := strconv.Atoi(header)
+	if err != nil || seconds < 1 {
+		seconds = 1
 	}
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
-		defer resp.Body.Close()
-		data, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
-		return nil, statusError(resp.StatusCode, data)
-	}
-	return resp, nil
+	return min(time.Duration(seconds)*time.Second, maxRetryAfter), true
 }

@@ -147,3 +147,56 @@ func TestDoReusesAChunkedConnection(t *testing.T) {
 		t.Errorf("%d connections for 3 requests: want the first reused", n)
 	}
 }
+
+func TestDoRetriesWhatTheServerAsksToRetry(t *testing.T) {
+	tests := []struct {
+		name        string
+		code        int
+		retryAfter  string
+		wantRetried bool
+	}{
+		{name: "429 from API Priority and Fairness, with Retry-After", code: 429, retryAfter: "1", wantRetried: true},
+		{name: "429 without Retry-After waits a second", code: 429, wantRetried: true},
+		{name: "503 with Retry-After", code: 503, retryAfter: "1", wantRetried: true},
+		{name: "503 without Retry-After is the caller's to handle", code: 503},
+		{name: "409 is never retried: the compare-and-swap lost", code: 409},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int32
+			client := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				body, _ := io.ReadAll(r.Body)
+				if string(body) != `"renewal"` {
+					http.Error(w, "the retry lost the body: "+string(body), http.StatusBadRequest)
+					return
+				}
+				if requests.Add(1) == 1 {
+					if tt.retryAfter != "" {
+						w.Header().Set("Retry-After", tt.retryAfter)
+					}
+					w.WriteHeader(tt.code)
+					return
+				}
+				_, _ = w.Write([]byte(`{}`))
+			})
+			err := client.Do(context.Background(), Request{Method: http.MethodPut, Path: "/x", Body: "renewal"}, nil)
+			if retried := requests.Load() == 2; retried != tt.wantRetried || (err == nil) != tt.wantRetried {
+				t.Errorf("%d requests, error %v: want retried %v", requests.Load(), err, tt.wantRetried)
+			}
+		})
+	}
+}
+
+func TestDoGivesUpRetryingAtTheCallersDeadline(t *testing.T) {
+	client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Retry-After", "5")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := client.Do(ctx, Request{Method: http.MethodGet, Path: "/x"}, nil)
+	if err == nil || time.Since(start) > 2*time.Second {
+		t.Errorf("error %v after %s: want the 429 back at the deadline, not after Retry-After", err, time.Since(start))
+	}
+}
