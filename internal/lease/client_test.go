@@ -11,7 +11,8 @@ import (
 	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
-func testClient(t *testing.T, handler http.HandlerFunc) *Client {
+// testAPI is an API client of a server that answers every request with handler.
+func testAPI(t *testing.T, handler http.HandlerFunc) *kubeclient.Client {
 	t.Helper()
 	server := httptest.NewServer(handler)
 	t.Cleanup(server.Close)
@@ -19,11 +20,11 @@ func testClient(t *testing.T, handler http.HandlerFunc) *Client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return NewClient(api)
+	return api
 }
 
 func TestClientWatchesOneLeaseByName(t *testing.T) {
-	client := testClient(t, func(w http.ResponseWriter, r *http.Request) {
+	client := NewClient(testAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
 		timeout, _ := strconv.Atoi(q.Get("timeoutSeconds"))
 		if r.URL.Path != "/apis/coordination.k8s.io/v1/namespaces/shop/leases" || q.Get("watch") != "true" ||
@@ -37,7 +38,7 @@ func TestClientWatchesOneLeaseByName(t *testing.T) {
 {"type":"DELETED","object":{"metadata":{"name":"orders","namespace":"shop","resourceVersion":"51"},"spec":{}}}
 {"type":"ERROR","object":{"kind":"Status","reason":"Expired","code":410,"message":"too old resource version: 41 (60)"}}
 `))
-	})
+	}))
 	events, err := client.Watch(context.Background(), "shop", "orders", "41")
 	if err != nil {
 		t.Fatal(err)
@@ -61,12 +62,12 @@ func TestClientWatchesOneLeaseByName(t *testing.T) {
 }
 
 func TestClientWatchEndsOnWhatItCannotRead(t *testing.T) {
-	client := testClient(t, func(w http.ResponseWriter, _ *http.Request) {
+	client := NewClient(testAPI(t, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"type":"ADDED","object":{"metadata":{"name":"orders","resourceVersion":"1"}}}
 {"type":"ADDED","object":{"spec":{"renewTime":"not a time"}}}
 {"type":"ADDED","object":{"metadata":{"name":"never-read"}}}
 `))
-	})
+	}))
 	events, err := client.Watch(context.Background(), "shop", "orders", "0")
 	if err != nil {
 		t.Fatal(err)
@@ -81,13 +82,13 @@ func TestClientWatchEndsOnWhatItCannotRead(t *testing.T) {
 }
 
 func TestClientStopsDeliveringWhenTheWatcherLeaves(t *testing.T) {
-	client := testClient(t, func(w http.ResponseWriter, r *http.Request) {
+	client := NewClient(testAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		for i := 0; r.Context().Err() == nil; i++ {
 			_, _ = w.Write([]byte(`{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"` + strconv.Itoa(i) + `"}}}` + "\n"))
 			w.(http.Flusher).Flush()
 			time.Sleep(time.Millisecond)
 		}
-	})
+	}))
 	ctx, cancel := context.WithCancel(context.Background())
 	events, err := client.Watch(ctx, "shop", "orders", "0")
 	if err != nil {
@@ -109,18 +110,13 @@ func TestClientStopsDeliveringWhenTheWatcherLeaves(t *testing.T) {
 }
 
 func TestMultiClusterClientAlwaysCarriesAnAnswer(t *testing.T) {
-	server := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	api := testAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/apis/leasegate.io/v1alpha1/namespaces/shop/multiclusterleases/orders" {
 			http.NotFound(w, r)
 			return
 		}
 		_, _ = w.Write([]byte(`{"kind":"MultiClusterLease","metadata":{"name":"orders","namespace":"shop"},"spec":{"holderIdentity":"a-0_ua"}}`))
-	}))
-	defer server.Close()
-	api, err := kubeclient.New(&kubeclient.Config{Host: server.URL})
-	if err != nil {
-		t.Fatal(err)
-	}
+	})
 	l, err := NewMultiClusterClient(api).Get(context.Background(), "shop", "orders")
 	if err != nil {
 		t.Fatal(err)
