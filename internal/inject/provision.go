@@ -75,7 +75,7 @@ func (l lock) rule() *rbacv1ac.PolicyRuleApplyConfiguration {
 	if l.multiCluster {
 		group, resource = v1alpha1.GroupVersion.Group, v1alpha1.Resource
 	}
-	// The agent's informer lists and watches with fieldSelector metadata.name=<lease>, which RBAC
+	// The agent lists and watches with fieldSelector metadata.name=<lease>, which RBAC
 	// matches against resourceNames, so even list and watch are limited to this one lock.
 	return rbacv1ac.PolicyRule().WithAPIGroups(group).WithResources(resource).WithResourceNames(l.name).
 		WithVerbs("get", "list", "watch", "update", "patch")

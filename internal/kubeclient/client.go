@@ -19,8 +19,9 @@ import (
 	"time"
 )
 
-// maxErrorBody bounds how much of a failed response is read for its Status.
-const maxErrorBody = 64 << 10
+// maxUndecodedBody bounds how much of a body is read without being decoded: a failure's Status, or what
+// follows a decoded value.
+const maxUndecodedBody = 64 << 10
 
 // Client sends JSON requests to one API server.
 type Client struct {
@@ -70,15 +71,14 @@ func (c *Client) Do(ctx context.Context, req Request, into any) error {
 		return err
 	}
 	defer resp.Body.Close()
-	if into == nil {
-		_, err = io.Copy(io.Discard, resp.Body)
-		return err
+	if into != nil {
+		if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
+			return fmt.Errorf("%s %s: decoding the response: %w", req.Method, req.Path, err)
+		}
 	}
-	if err := json.NewDecoder(resp.Body).Decode(into); err != nil {
-		return fmt.Errorf("%s %s: decoding the response: %w", req.Method, req.Path, err)
-	}
-	// Read what follows the value (a chunked HTTP/1.1 body's last chunk), so the connection is reused.
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxErrorBody))
+	// Read the rest (an answer nobody decodes, or a chunked HTTP/1.1 body's last chunk after the value),
+	// so the connection is reused.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxUndecodedBody))
 	return nil
 }
 
@@ -131,7 +131,7 @@ func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Re
 		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
 			return resp, nil
 		}
-		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
+		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
 		resp.Body.Close()
 		failure := statusError(resp.StatusCode, errBody)
 		wait, retry := retryAfter(resp)

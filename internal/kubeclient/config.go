@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,9 +32,6 @@ type Config struct {
 	// (client-go's in-cluster config does the same), and wins over BearerToken when set.
 	BearerTokenFile string
 	UserAgent       string
-	// WrapTransport, when set, wraps the round tripper, outermost (tests add impersonation headers this
-	// way).
-	WrapTransport func(http.RoundTripper) http.RoundTripper
 }
 
 // serviceAccountDir is where the kubelet mounts the pod's service account token and the cluster's CA.

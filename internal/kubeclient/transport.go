@@ -36,9 +36,6 @@ func (c *Config) HTTPClient() (*http.Client, error) {
 		}
 		rt = auth
 	}
-	if c.WrapTransport != nil {
-		rt = c.WrapTransport(rt)
-	}
 	return &http.Client{Transport: rt}, nil
 }
 

@@ -23,6 +23,20 @@ func testAPI(t *testing.T, handler http.HandlerFunc) *kubeclient.Client {
 	return api
 }
 
+// watchToEnd is every event of one watch of shop/orders from resourceVersion, until the stream ends.
+func watchToEnd(t *testing.T, client *Client, resourceVersion string) []Event {
+	t.Helper()
+	events, err := client.Watch(context.Background(), "shop", "orders", resourceVersion)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Event
+	for e := range events {
+		got = append(got, e)
+	}
+	return got
+}
+
 func TestClientWatchesOneLeaseByName(t *testing.T) {
 	client := NewClient(testAPI(t, func(w http.ResponseWriter, r *http.Request) {
 		q := r.URL.Query()
@@ -39,14 +53,7 @@ func TestClientWatchesOneLeaseByName(t *testing.T) {
 {"type":"ERROR","object":{"kind":"Status","reason":"Expired","code":410,"message":"too old resource version: 41 (60)"}}
 `))
 	}))
-	events, err := client.Watch(context.Background(), "shop", "orders", "41")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Event
-	for e := range events {
-		got = append(got, e)
-	}
+	got := watchToEnd(t, client, "41")
 	if len(got) != 4 {
 		t.Fatalf("%d events, want 4 and the channel closed after the error: %+v", len(got), got)
 	}
@@ -68,14 +75,7 @@ func TestClientWatchEndsOnWhatItCannotRead(t *testing.T) {
 {"type":"ADDED","object":{"metadata":{"name":"never-read"}}}
 `))
 	}))
-	events, err := client.Watch(context.Background(), "shop", "orders", "0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []Event
-	for e := range events {
-		got = append(got, e)
-	}
+	got := watchToEnd(t, client, "0")
 	if len(got) != 2 || got[0].Type != Added || got[1].Type != Error || got[1].Err == nil {
 		t.Fatalf("events %+v: want the good one, then an Error, and nothing after", got)
 	}

@@ -44,9 +44,9 @@ type Config struct {
 	Timing    Timing
 	// ClockSkewMargin is added to the lease duration when judging someone else's lease (see Judge).
 	ClockSkewMargin time.Duration
-	// MultiCluster: the Client is a MultiClusterStore, and winning the local election is not enough. The
-	// elector leads only while the election controller has confirmed one of its heartbeats naming it
-	// global leader, for ConfirmedFor after that heartbeat's write began.
+	// MultiCluster: the Client is a MultiClusterLease client (NewMultiClusterClient), and winning the local
+	// election is not enough. The elector leads only while the election controller has confirmed one of
+	// its heartbeats naming it global leader, for ConfirmedFor after that heartbeat's write began.
 	MultiCluster bool
 	// OnChange is called, from the election loop, every time Status changes. It must not block.
 	OnChange func(Status)

@@ -33,9 +33,13 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 	}
 	backoff := watchBackoffMin
 	wait := func(err error) {
+		if ctx.Err() != nil {
+			return // shutting down: the failure is the cancellation
+		}
 		// Expiry is routine (the server compacted past the version this watch had); anything else, such
 		// as an API server restart or missing rights, is shown, each time it happens, at most every
-		// watchBackoffMax once it persists.
+		// watchBackoffMax once it persists. Even an expiry waits a little before the list: a server that
+		// keeps expiring watches must not be listed in a tight loop.
 		if kubeclient.IsResourceExpired(err) {
 			e.cfg.Log.V(1).Info("The lease's watch expired; listing it again", "lease", e.name)
 		} else {
@@ -55,59 +59,56 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 		if resourceVersion == "" {
 			l, rv, err := e.cfg.Client.List(ctx, e.cfg.Namespace, e.cfg.Name)
 			if err != nil {
-				if ctx.Err() == nil {
-					wait(err)
-				}
+				wait(err)
 				continue
 			}
 			resourceVersion = rv
 			e.synced.Store(true)
 			notify(l)
 		}
-		events, err := e.cfg.Client.Watch(ctx, e.cfg.Namespace, e.cfg.Name, resourceVersion)
+		progressed, err := e.watchFrom(ctx, &resourceVersion, notify)
+		if progressed {
+			backoff = watchBackoffMin
+		}
 		if err != nil {
 			if kubeclient.IsResourceExpired(err) {
 				resourceVersion = ""
 			}
-			if ctx.Err() == nil {
-				wait(err)
-			}
-			continue
-		}
-		e.watching.Store(true)
-		started, delivered := e.clock.Now(), false
-		for event := range events {
-			delivered = true
-			switch event.Type {
-			case Added, Modified:
-				resourceVersion = event.Lease.ResourceVersion
-				notify(event.Lease)
-			case Deleted:
-				resourceVersion = event.Lease.ResourceVersion
-				notify(nil)
-			case Bookmark:
-				resourceVersion = event.Lease.ResourceVersion
-			case Error:
-				// Even an expired resourceVersion waits a little before the list: a server that keeps
-				// expiring watches must not be listed in a tight loop.
-				e.watching.Store(false)
-				if kubeclient.IsResourceExpired(event.Err) {
-					resourceVersion = ""
-				}
-				if ctx.Err() == nil {
-					wait(event.Err)
-				}
-				continue
-			}
-			backoff = watchBackoffMin
-		}
-		e.watching.Store(false)
-		// A watch that ends at once without an event (a proxy that closes it, say) is a failure too, as
-		// client-go's reflector counts it: resumed at once, it would be asked again in a tight loop.
-		if !delivered && e.clock.Since(started) < minWatchDuration && ctx.Err() == nil {
-			wait(errShortWatch)
+			wait(err)
 		}
 	}
+}
+
+// watchFrom runs one watch from *resourceVersion, keeping it at the last version seen. It reports
+// whether any event came, and why the watch ended: nil when the server ended it normally, the server's
+// error, or errShortWatch for a watch that ended at once without an event (a proxy that closes
+// it, say), which client-go's reflector counts as failed too: resumed at once, it would be asked again in
+// a tight loop.
+func (e *Elector) watchFrom(ctx context.Context, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
+	events, err := e.cfg.Client.Watch(ctx, e.cfg.Namespace, e.cfg.Name, *resourceVersion)
+	if err != nil {
+		return false, err
+	}
+	e.watching.Store(true)
+	defer e.watching.Store(false)
+	started := e.clock.Now()
+	for event := range events {
+		if event.Type == Error {
+			return progressed, event.Err // the last event: the stream ends with it
+		}
+		progressed = true
+		*resourceVersion = event.Lease.ResourceVersion
+		switch event.Type {
+		case Added, Modified:
+			notify(event.Lease)
+		case Deleted:
+			notify(nil)
+		}
+	}
+	if !progressed && e.clock.Since(started) < minWatchDuration {
+		return false, errShortWatch
+	}
+	return progressed, nil
 }
 
 // minWatchDuration is how long a watch that delivered nothing must have lasted not to count as failed.

@@ -1,7 +1,7 @@
-// Package leasev1 reads coordination.k8s.io/v1 Leases as package lease's plain values. It is apart from
+// Package leasev1 judges coordination.k8s.io/v1 Leases with package lease's judgement. It is apart from
 // package lease so that the agent, which reads and writes Leases with lease's own small types, never
 // links the Kubernetes API types; the webhook and the plugin, which hold k8s.io/api Leases from their
-// caches, judge them through SpecOf.
+// caches, judge them here.
 package leasev1
 
 import (
@@ -12,9 +12,9 @@ import (
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
-// SpecOf is spec as lease.Judge reads it. It copies five fields and does not allocate: the fence calls it
-// on every guarded write.
-func SpecOf(spec *coordinationv1.LeaseSpec) lease.Spec {
+// Judge is lease.Judge on a Lease's spec. It copies only the three fields the judgement reads, and does
+// not allocate: the fence calls it on every guarded write.
+func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.Duration) lease.Judgement {
 	var s lease.Spec
 	if spec.HolderIdentity != nil {
 		s.HolderIdentity = *spec.HolderIdentity
@@ -22,20 +22,8 @@ func SpecOf(spec *coordinationv1.LeaseSpec) lease.Spec {
 	if spec.LeaseDurationSeconds != nil {
 		s.LeaseDurationSeconds = *spec.LeaseDurationSeconds
 	}
-	if spec.AcquireTime != nil {
-		s.AcquireTime = lease.MicroTime{Time: spec.AcquireTime.Time}
-	}
 	if spec.RenewTime != nil {
 		s.RenewTime = lease.MicroTime{Time: spec.RenewTime.Time}
 	}
-	if spec.LeaseTransitions != nil {
-		s.LeaseTransitions = *spec.LeaseTransitions
-	}
-	return s
-}
-
-// Judge judges a Lease's spec at now: lease.Judge over SpecOf.
-func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.Duration) lease.Judgement {
-	s := SpecOf(spec)
 	return lease.Judge(&s, now, clockSkewMargin)
 }
