@@ -1,17 +1,25 @@
-// Command gatebench measures what the mutation gate adds to a request: an app on loopback is called
-// directly and through the agent's gate (the agent leads, so every request passes) at a fixed rate, the
-// two interleaved in the same run, and the latency percentiles and the agent's resident memory are printed
-// as a Markdown table. `make bench` runs it.
+// Command gatebench measures what the mutation gate adds to a request. An app on loopback is called three
+// ways at a fixed rate each, the three interleaved in the same run: directly, through a bare TCP relay,
+// and through the agent's gate (the agent leads, so every request passes). It prints the latency
+// percentiles as a Markdown table, and the agent's resident memory and CPU time. `make bench` runs it.
+//
+// The app and the relay are processes of their own (this command run again with -serve-app or
+// -relay-to), as the app is in a pod: in the bench's own process a direct call would never wake another
+// process, and "added" would count the waking that every proxy beside an app costs. The relay copies
+// bytes without reading them: the least any proxy in a process of its own adds on this machine, the
+// floor against which the gate's own cost shows.
 package main
 
 import (
+	"bufio"
 	"context"
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
-	"net/http/httptest"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +30,18 @@ import (
 )
 
 func main() {
-	rate := flag.Int("rate", 1000, "requests per second to each of the app and the gate")
+	rate := flag.Int("rate", 1000, "requests per second each way (direct, relay, gate)")
 	duration := flag.Duration("duration", 10*time.Second, "how long each is driven")
+	serveApp := flag.Bool("serve-app", false, "be the app: serve HTTP on a free loopback port, print its address, and answer until stdin closes")
+	relayTo := flag.String("relay-to", "", "be a bare TCP relay to this address: listen on a free loopback port, print its address, and copy bytes both ways until stdin closes")
 	flag.Parse()
+	if *serveApp || *relayTo != "" {
+		if err := serve(*relayTo); err != nil {
+			fmt.Fprintln(os.Stderr, "gatebench:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	framework.QuietControllerRuntime()
 	if err := run(context.Background(), *rate, *duration); err != nil {
 		fmt.Fprintln(os.Stderr, "gatebench:", err)
@@ -33,11 +50,16 @@ func main() {
 }
 
 func run(ctx context.Context, rate int, duration time.Duration) error {
-	app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		_, _ = io.Copy(io.Discard, r.Body)
-		_, _ = io.WriteString(w, `{"ok":true}`)
-	}))
-	defer app.Close()
+	app, stopApp, err := startHelper("-serve-app")
+	if err != nil {
+		return err
+	}
+	defer stopApp()
+	relay, stopRelay, err := startHelper("-relay-to", app)
+	if err != nil {
+		return err
+	}
+	defer stopRelay()
 
 	bench, err := framework.StartBench()
 	if err != nil {
@@ -53,7 +75,7 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 		return err
 	}
 	agent, err := framework.StartAgent(binary, pod, "worker", framework.AgentOptions{
-		Timing: lease.DefaultTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://"),
+		Timing: lease.DefaultTiming, GateUpstream: app,
 	})
 	if err != nil {
 		return err
@@ -68,49 +90,129 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 	if err != nil {
 		return err
 	}
+	cpuBefore, err := agent.CPUTime()
+	if err != nil {
+		return err
+	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
-	direct, gated := &recorder{}, &recorder{}
-	// Interleaved: every tick sends one POST to each, so both see the same machine load.
-	interval := time.Second / time.Duration(rate)
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
+	// Interleaved and staggered: the three take turns, a third of an interval apart, so all see the same
+	// machine load and none waits on another's request. Open loop: each request leaves at its time,
+	// whether or not the ones before it were answered, so a slow answer cannot hide the ones it delayed.
+	targets := []*target{{name: "direct to the app", url: "http://" + app}, {name: "through a bare TCP relay", url: "http://" + relay}, {name: "through the gate", url: agent.GateURL}}
+	step := time.Second / time.Duration(len(targets)*rate)
 	var inflight sync.WaitGroup
-	for end := time.Now().Add(duration); time.Now().Before(end); <-ticker.C {
-		for _, target := range []struct {
-			url string
-			rec *recorder
-		}{{app.URL, direct}, {agent.GateURL, gated}} {
-			inflight.Go(func() { target.rec.call(client, target.url+"/orders") })
-		}
+	start := time.Now()
+	for n := range int(duration.Seconds() * float64(len(targets)*rate)) {
+		time.Sleep(time.Until(start.Add(time.Duration(n) * step)))
+		t := targets[n%len(targets)]
+		inflight.Go(func() { t.call(client, t.url+"/orders") })
 	}
 	inflight.Wait()
 	rssAfter, err := agent.RSSBytes()
 	if err != nil {
 		return err
 	}
+	cpuAfter, err := agent.CPUTime()
+	if err != nil {
+		return err
+	}
 
-	dp50, dp99, dmax := direct.percentiles()
-	gp50, gp99, gmax := gated.percentiles()
-	fmt.Printf("| measure (POST at %d req/s each, %s, on loopback) | direct to the app | through the gate | added |\n", rate, duration)
-	fmt.Println("|---|---|---|---|")
-	fmt.Printf("| requests (failed) | %d (%d) | %d (%d) | |\n", len(direct.took), direct.failed, len(gated.took), gated.failed)
-	fmt.Printf("| latency p50 | %s | %s | %s |\n", ms(dp50), ms(gp50), ms(gp50-dp50))
-	fmt.Printf("| latency p99 | %s | %s | %s |\n", ms(dp99), ms(gp99), ms(gp99-dp99))
-	fmt.Printf("| latency max | %s | %s | |\n", ms(dmax), ms(gmax))
-	fmt.Printf("| agent RSS, before / after | | %.1f / %.1f MiB | |\n", float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20))
+	direct := targets[0]
+	fmt.Printf("| POST at %d req/s each, %s, on loopback | requests (failed) | p50 (ms) | p99 (ms) | max (ms) | added at p50 / p99 (ms) |\n", rate, duration)
+	fmt.Println("|---|---|---|---|---|---|")
+	for _, t := range targets {
+		p50, p99, maximum := t.percentiles()
+		added := ""
+		if t != direct {
+			d50, d99, _ := direct.percentiles()
+			added = ms(p50-d50) + " / " + ms(p99-d99)
+		}
+		fmt.Printf("| %s | %d (%d) | %s | %s | %s | %s |\n", t.name, len(t.took), t.failed, ms(p50), ms(p99), ms(maximum), added)
+	}
+	fmt.Printf("\nagent RSS before / after: %.1f / %.1f MiB; agent CPU (elections included): %.0f µs a request through the gate\n",
+		float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20), float64((cpuAfter-cpuBefore).Microseconds())/float64(len(targets[2].took)))
 	return nil
 }
 
-func ms(d time.Duration) string { return fmt.Sprintf("%.3f ms", float64(d)/float64(time.Millisecond)) }
+// startHelper runs this command again with args (-serve-app or -relay-to) and returns the address
+// it listens on (host:port).
+func startHelper(args ...string) (addr string, stop func(), err error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, err
+	}
+	cmd := exec.Command(self, args...)
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, err
+	}
+	stop = func() { _ = stdin.Close(); _ = cmd.Wait() }
+	line, err := bufio.NewReader(stdout).ReadString('\n')
+	if err != nil {
+		stop()
+		return "", nil, fmt.Errorf("%s did not say where it listens: %w", args, err)
+	}
+	return strings.TrimSpace(line), stop, nil
+}
 
-type recorder struct {
+// serve is a helper process: the app (relayTo empty), whose every answer is a small JSON document, or a
+// bare relay to relayTo, which copies bytes without reading them: the least any proxy in a process of
+// its own can add. It exits when its stdin closes, so it never outlives the bench.
+func serve(relayTo string) error {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	fmt.Println(listener.Addr())
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		os.Exit(0)
+	}()
+	if relayTo == "" {
+		return http.Serve(listener, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = io.Copy(io.Discard, r.Body)
+			_, _ = io.WriteString(w, `{"ok":true}`)
+		}))
+	}
+	for {
+		in, err := listener.Accept()
+		if err != nil {
+			return err
+		}
+		go func() {
+			defer in.Close()
+			out, err := net.Dial("tcp", relayTo)
+			if err != nil {
+				return
+			}
+			defer out.Close()
+			go func() { _, _ = io.Copy(out, in) }()
+			_, _ = io.Copy(in, out)
+		}()
+	}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(time.Millisecond)) }
+
+// target is one way to the app and the latencies of the calls that took it.
+type target struct {
+	name, url string
+
 	mu     sync.Mutex
 	took   []time.Duration
 	failed int
 }
 
-func (r *recorder) call(client *http.Client, url string) {
+func (r *target) call(client *http.Client, url string) {
 	start := time.Now()
 	resp, err := client.Post(url, "application/json", strings.NewReader(`{"item":1}`))
 	if err == nil {
@@ -127,7 +229,7 @@ func (r *recorder) call(client *http.Client, url string) {
 	r.took = append(r.took, took)
 }
 
-func (r *recorder) percentiles() (p50, p99, maximum time.Duration) {
+func (r *target) percentiles() (p50, p99, maximum time.Duration) {
 	slices.Sort(r.took)
 	if len(r.took) == 0 {
 		return 0, 0, 0

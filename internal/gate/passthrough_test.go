@@ -1,0 +1,303 @@
+package gate
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// received is what the echo app saw of a request.
+type received struct {
+	Method, URI, Host string
+	Header            http.Header
+	Body              string
+	ContentLength     int64
+}
+
+// echoApp answers every request with what it received, as JSON, except on the paths that test one kind
+// of answer. It counts the connections made to it.
+func echoApp(t *testing.T, configure func(*http.Server)) (addr string, conns *atomic.Int32) {
+	t.Helper()
+	conns = &atomic.Int32{}
+	app := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/trailers":
+			w.Header().Set("Trailer", "X-Checksum")
+			_, _ = io.WriteString(w, "body")
+			w.Header().Set("X-Checksum", "abc")
+			return
+		case "/no-content":
+			w.WriteHeader(http.StatusNoContent)
+			return
+		case "/connection-header":
+			w.Header().Set("Connection", "X-Internal")
+			w.Header().Set("X-Internal", "secret")
+			w.Header().Set("X-Public", "yes")
+			return
+		case "/close-delimited":
+			conn, rw, _ := http.NewResponseController(w).Hijack()
+			_, _ = rw.WriteString("HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\nall of it, then the end of the connection")
+			_ = rw.Flush()
+			conn.Close()
+			return
+		}
+		body, _ := io.ReadAll(r.Body)
+		_ = json.NewEncoder(w).Encode(received{Method: r.Method, URI: r.RequestURI, Host: r.Host, Header: r.Header, Body: string(body), ContentLength: r.ContentLength})
+	}))
+	app.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	if configure != nil {
+		configure(app.Config)
+	}
+	app.Start()
+	t.Cleanup(app.Close)
+	return app.Listener.Addr().String(), conns
+}
+
+func decodeReceived(t *testing.T, resp *http.Response) received {
+	t.Helper()
+	defer resp.Body.Close()
+	var got received
+	if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+		t.Fatalf("the app's answer (%d): %v", resp.StatusCode, err)
+	}
+	return got
+}
+
+func TestGatePassesRequests(t *testing.T) {
+	app, _ := echoApp(t, nil)
+	url := leaderGate(t, app)
+
+	for _, tt := range []struct {
+		name  string
+		build func() *http.Request
+		check func(t *testing.T, got received)
+	}{{
+		name: "a body of known length arrives whole, with its length",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("POST", url+"/orders?dry=1", strings.NewReader(`{"item":1}`))
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			if got.Method != "POST" || got.URI != "/orders?dry=1" || got.Body != `{"item":1}` || got.ContentLength != 10 {
+				t.Errorf("the app received %+v", got)
+			}
+		},
+	}, {
+		name: "a chunked body of unknown length arrives whole",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("PUT", url+"/orders/1", io.MultiReader(strings.NewReader("part one, "), strings.NewReader(strings.Repeat("x", 100_000))))
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			if got.Body != "part one, "+strings.Repeat("x", 100_000) || got.ContentLength != -1 {
+				t.Errorf("the app received %d bytes (length %d), want the whole chunked body", len(got.Body), got.ContentLength)
+			}
+		},
+	}, {
+		name: "a POST without a body says its length is 0",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("POST", url+"/orders", nil)
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			if got.Header.Get("Content-Length") != "0" {
+				t.Errorf("Content-Length %q, want 0", got.Header.Get("Content-Length"))
+			}
+		},
+	}, {
+		name: "the client's Host reaches the app, and the gate's X-Forwarded headers replace the client's",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("GET", url+"/orders", nil)
+			req.Host = "orders.shop.example"
+			req.Header.Set("X-Forwarded-For", "203.0.113.9")
+			req.Header.Set("Forwarded", "for=203.0.113.9")
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			if got.Host != "orders.shop.example" || got.Header.Get("X-Forwarded-For") != "127.0.0.1" ||
+				got.Header.Get("X-Forwarded-Host") != "orders.shop.example" || got.Header.Get("X-Forwarded-Proto") != "http" ||
+				got.Header.Get("Forwarded") != "" {
+				t.Errorf("the app received Host %q and headers %v", got.Host, got.Header)
+			}
+		},
+	}, {
+		name: "headers for the hop to the gate stay there: hop-by-hop ones and those Connection names",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("GET", url+"/orders", nil)
+			req.Header.Set("Connection", "X-Hop")
+			req.Header.Set("X-Hop", "1")
+			req.Header.Set("Keep-Alive", "timeout=5")
+			req.Header.Set("Proxy-Authorization", "Basic c2VjcmV0")
+			req.Header.Set("X-End-To-End", "kept")
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			for _, key := range []string{"Connection", "X-Hop", "Keep-Alive", "Proxy-Authorization"} {
+				if got.Header.Get(key) != "" {
+					t.Errorf("the app received %s: %q", key, got.Header.Get(key))
+				}
+			}
+			if got.Header.Get("X-End-To-End") != "kept" {
+				t.Errorf("an end-to-end header was lost: %v", got.Header)
+			}
+		},
+	}, {
+		name: "a client that waits for 100 Continue gets it, and the app the body",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("POST", url+"/orders", strings.NewReader("after continue"))
+			req.Header.Set("Expect", "100-continue")
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			if got.Body != "after continue" {
+				t.Errorf("the app received body %q", got.Body)
+			}
+		},
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: time.Second}}
+			resp, err := client.Do(tt.build())
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, decodeReceived(t, resp))
+		})
+	}
+}
+
+func TestGatePassesAnswers(t *testing.T) {
+	app, conns := echoApp(t, nil)
+	url := leaderGate(t, app)
+
+	t.Run("trailers follow the body", func(t *testing.T) {
+		resp, body := do(t, "GET", url+"/trailers")
+		if body != "body" || resp.Trailer.Get("X-Checksum") != "abc" {
+			t.Errorf("got %q with trailers %v, want the body and X-Checksum: abc", body, resp.Trailer)
+		}
+	})
+	t.Run("an answer without a body", func(t *testing.T) {
+		if resp, body := do(t, "DELETE", url+"/no-content"); resp.StatusCode != http.StatusNoContent || body != "" {
+			t.Errorf("got %d %q, want 204 and nothing", resp.StatusCode, body)
+		}
+	})
+	t.Run("HEAD gets the headers of a GET and no body", func(t *testing.T) {
+		if resp, body := do(t, "HEAD", url+"/orders"); resp.StatusCode != http.StatusOK || body != "" {
+			t.Errorf("got %d %q", resp.StatusCode, body)
+		}
+	})
+	t.Run("the app's hop-by-hop headers stay with the gate", func(t *testing.T) {
+		resp, _ := do(t, "GET", url+"/connection-header")
+		if resp.Header.Get("X-Internal") != "" || resp.Header.Get("X-Public") != "yes" {
+			t.Errorf("the client received %v", resp.Header)
+		}
+	})
+	t.Run("an answer that ends with its connection arrives whole", func(t *testing.T) {
+		if _, body := do(t, "GET", url+"/close-delimited"); body != "all of it, then the end of the connection" {
+			t.Errorf("got %q", body)
+		}
+	})
+
+	t.Run("one connection to the app serves request after request", func(t *testing.T) {
+		before := conns.Load()
+		for range 20 {
+			do(t, "POST", url+"/orders")
+		}
+		if made := conns.Load() - before; made > 1 {
+			t.Errorf("20 requests in a row opened %d connections to the app, want at most 1", made)
+		}
+	})
+}
+
+func TestGateConnectionsToTheApp(t *testing.T) {
+	t.Run("a connection the app closed while it was free is not used", func(t *testing.T) {
+		// The app drops idle connections after 50 ms, as Node.js does after 5 s: the next request, a POST
+		// that could not be retried, must not be written to one of them.
+		app, conns := echoApp(t, func(s *http.Server) { s.IdleTimeout = 50 * time.Millisecond })
+		url := leaderGate(t, app)
+		for i := range 5 {
+			if resp, _ := do(t, "POST", url+"/orders"); resp.StatusCode != http.StatusOK {
+				t.Fatalf("request %d after the app closed its idle connection: %d", i, resp.StatusCode)
+			}
+			time.Sleep(150 * time.Millisecond)
+		}
+		if conns.Load() != 5 {
+			t.Errorf("the app saw %d connections, want 5 (one per request, each closed while idle)", conns.Load())
+		}
+	})
+
+	t.Run("a client that gives up frees the app's connection", func(t *testing.T) {
+		cancelled := make(chan struct{})
+		app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == "/slow" {
+				<-r.Context().Done() // only the connection's end can get it here
+				close(cancelled)
+				return
+			}
+			_, _ = io.WriteString(w, "quick")
+		}))
+		t.Cleanup(app.Close)
+		url := leaderGate(t, strings.TrimPrefix(app.URL, "http://"))
+
+		ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, "POST", url+"/slow", nil)
+		if _, err := http.DefaultClient.Do(req); !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("the slow request ended with %v, want the client's deadline", err)
+		}
+		select {
+		case <-cancelled:
+		case <-time.After(5 * time.Second):
+			t.Fatal("the app's request was not cancelled after the client gave up")
+		}
+		if _, body := do(t, "POST", url+"/quick"); body != "quick" {
+			t.Errorf("the next request got %q", body)
+		}
+	})
+
+	t.Run("an app that does not listen is a 502 that says so", func(t *testing.T) {
+		listener, _ := net.Listen("tcp", "127.0.0.1:0")
+		closed := listener.Addr().String()
+		listener.Close()
+		resp, body := do(t, "POST", leaderGate(t, closed)+"/orders")
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "the app did not answer") {
+			t.Errorf("got %d %q, want 502 naming the app", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("an answer cut short is not passed off as whole", func(t *testing.T) {
+		app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			conn, rw, _ := http.NewResponseController(w).Hijack()
+			_, _ = rw.WriteString("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\nonly part")
+			_ = rw.Flush()
+			conn.Close()
+		}))
+		t.Cleanup(app.Close)
+		conn, err := net.Dial("tcp", strings.TrimPrefix(leaderGate(t, strings.TrimPrefix(app.URL, "http://")), "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		_, _ = io.WriteString(conn, "GET / HTTP/1.1\r\nHost: app\r\n\r\n")
+		// The connection ends before the answer does: before its headers, or within its body.
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			return
+		}
+		if body, err := io.ReadAll(resp.Body); err == nil {
+			t.Errorf("the client read %q without an error, want the connection aborted", body)
+		}
+	})
+}
