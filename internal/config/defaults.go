@@ -50,13 +50,15 @@ func Default(c *Config) {
 			}
 		}
 	}
-	// Measured: the agent's RSS is about 20 MiB; the limit leaves room for a burst of watch events. An
-	// empty block (resources: {limits: {}}) asks for nothing, so it gets these too, as no block does.
+	// Measured (README, "Measured"): an agent's RSS is 13.7 MiB after 40 failovers, 15.0 MiB with 16
+	// elections, 16.5 MiB serving the mutation gate at 1,000 requests/s; the request covers the largest
+	// with room, the limit a burst of proxied traffic or watch events. An empty block (resources:
+	// {limits: {}}) asks for nothing, so it gets these too, as no block does.
 	if len(c.Agent.Resources.Requests) == 0 && len(c.Agent.Resources.Limits) == 0 {
 		c.Agent.Resources = corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{
 				corev1.ResourceCPU:    resource.MustParse("10m"),
-				corev1.ResourceMemory: resource.MustParse("32Mi"),
+				corev1.ResourceMemory: resource.MustParse("24Mi"),
 			},
 			Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("64Mi")},
 		}
