@@ -96,17 +96,22 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
-	// Interleaved and staggered: the three take turns, a third of an interval apart, so all see the same
-	// machine load and none waits on another's request. Open loop: each request leaves at its time,
-	// whether or not the ones before it were answered, so a slow answer cannot hide the ones it delayed.
+	// Interleaved: the three take turns a third of an interval apart, the order rotating each round, so
+	// all see the same machine load. Open loop: each request leaves at its time whether or not the ones
+	// before it were answered, and its latency counts from that time, so a stall of the sender is not
+	// hidden. The first second warms up (connections are opened then) and is not recorded.
 	targets := []*target{{name: "direct to the app", url: "http://" + app}, {name: "through a bare TCP relay", url: "http://" + relay}, {name: "through the gate", url: agent.GateURL}}
+	direct, gated := targets[0], targets[2]
 	step := time.Second / time.Duration(len(targets)*rate)
+	warmup := len(targets) * rate
 	var inflight sync.WaitGroup
 	start := time.Now()
-	for n := range int(duration.Seconds() * float64(len(targets)*rate)) {
-		time.Sleep(time.Until(start.Add(time.Duration(n) * step)))
-		t := targets[n%len(targets)]
-		inflight.Go(func() { t.call(client, t.url+"/orders") })
+	for n := range warmup + int(duration.Seconds()*float64(len(targets)*rate)) {
+		at := start.Add(time.Duration(n) * step)
+		time.Sleep(time.Until(at))
+		round := n / len(targets)
+		t := targets[(n+round)%len(targets)]
+		inflight.Go(func() { t.call(client, at, n >= warmup) })
 	}
 	inflight.Wait()
 	rssAfter, err := agent.RSSBytes()
@@ -118,7 +123,6 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 		return err
 	}
 
-	direct := targets[0]
 	fmt.Printf("| POST at %d req/s each, %s, on loopback | requests (failed) | p50 (ms) | p99 (ms) | max (ms) | added at p50 / p99 (ms) |\n", rate, duration)
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, t := range targets {
@@ -131,7 +135,7 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 		fmt.Printf("| %s | %d (%d) | %s | %s | %s | %s |\n", t.name, len(t.took), t.failed, ms(p50), ms(p99), ms(maximum), added)
 	}
 	fmt.Printf("\nagent RSS before / after: %.1f / %.1f MiB; agent CPU (elections included): %.0f µs a request through the gate\n",
-		float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20), float64((cpuAfter-cpuBefore).Microseconds())/float64(len(targets[2].took)))
+		float64(rssBefore)/(1<<20), float64(rssAfter)/(1<<20), float64((cpuAfter-cpuBefore).Microseconds())/float64(gated.sent))
 	return nil
 }
 
@@ -195,7 +199,10 @@ func serve(relayTo string) error {
 				return
 			}
 			defer out.Close()
-			go func() { _, _ = io.Copy(out, in) }()
+			go func() {
+				_, _ = io.Copy(out, in)
+				_ = out.(*net.TCPConn).CloseWrite() // the client is done: so is the app's side
+			}()
 			_, _ = io.Copy(in, out)
 		}()
 	}
@@ -207,33 +214,40 @@ func ms(d time.Duration) string { return fmt.Sprintf("%.3f", float64(d)/float64(
 type target struct {
 	name, url string
 
-	mu     sync.Mutex
+	mu sync.Mutex
+	// sent counts every call, warm-up and failures included; took holds the recorded successes'
+	// latencies, failed the recorded failures.
+	sent   int
 	took   []time.Duration
 	failed int
 }
 
-func (r *target) call(client *http.Client, url string) {
-	start := time.Now()
-	resp, err := client.Post(url, "application/json", strings.NewReader(`{"item":1}`))
+// call POSTs to the target at the scheduled time at (the latency counts from it) and, if record, keeps
+// the outcome.
+func (t *target) call(client *http.Client, at time.Time, record bool) {
+	resp, err := client.Post(t.url+"/orders", "application/json", strings.NewReader(`{"item":1}`))
 	if err == nil {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
-	took := time.Since(start)
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if err != nil || resp.StatusCode != http.StatusOK {
-		r.failed++
-		return
+	took := time.Since(at)
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.sent++
+	switch {
+	case !record:
+	case err != nil || resp.StatusCode != http.StatusOK:
+		t.failed++
+	default:
+		t.took = append(t.took, took)
 	}
-	r.took = append(r.took, took)
 }
 
-func (r *target) percentiles() (p50, p99, maximum time.Duration) {
-	slices.Sort(r.took)
-	if len(r.took) == 0 {
+func (t *target) percentiles() (p50, p99, maximum time.Duration) {
+	slices.Sort(t.took)
+	if len(t.took) == 0 {
 		return 0, 0, 0
 	}
-	at := func(q float64) time.Duration { return r.took[int(q*float64(len(r.took)-1))] }
-	return at(0.5), at(0.99), r.took[len(r.took)-1]
+	at := func(q float64) time.Duration { return t.took[int(q*float64(len(t.took)-1))] }
+	return at(0.5), at(0.99), t.took[len(t.took)-1]
 }
