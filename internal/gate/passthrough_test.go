@@ -361,3 +361,47 @@ func TestGateConnectionsToTheApp(t *testing.T) {
 		}
 	})
 }
+
+// TestGateWritesOneFraming reads the request as the app's socket gets it, before any server could tidy
+// it: the body's length is said once, whichever way the client said it.
+func TestGateWritesOneFraming(t *testing.T) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { listener.Close() })
+	heads := make(chan string, 1)
+	go func() {
+		conn, err := listener.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		r := bufio.NewReader(conn)
+		var head strings.Builder
+		for {
+			line, err := r.ReadString('\n')
+			if err != nil {
+				return
+			}
+			if line == "\r\n" {
+				break
+			}
+			head.WriteString(line)
+		}
+		_, _ = io.CopyN(io.Discard, r, int64(len(`{"item":1}`)))
+		heads <- head.String()
+		_, _ = io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\n")
+	}()
+	req, _ := http.NewRequest("POST", leaderGate(t, listener.Addr().String())+"/orders", strings.NewReader(`{"item":1}`))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	head := <-heads
+	if !strings.HasPrefix(head, "POST /orders HTTP/1.1\r\n") || strings.Count(strings.ToLower(head), "content-length:") != 1 ||
+		!strings.Contains(head, "Content-Length: 10\r\n") || strings.Contains(strings.ToLower(head), "transfer-encoding") {
+		t.Errorf("the app's socket got the head\n%s\nwant the request line and Content-Length: 10, once", head)
+	}
+}

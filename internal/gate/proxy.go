@@ -26,11 +26,14 @@ type Leadership interface {
 
 // Gate is the proxy. It is an http.Handler; serve it over HTTP/1.1 and cleartext HTTP/2 (h2c, for gRPC).
 type Gate struct {
-	policy  Policy
-	leader  Leadership
-	http1   http.Handler
-	grpc    http.Handler
-	metrics *metrics
+	policy Policy
+	leader Leadership
+	// forward takes plain HTTP/1.x requests, nearly all of them; reverseProxy the rest (upgrades such as
+	// WebSocket, HTTP/2 that is not gRPC, requests with trailers); grpc the gRPC calls.
+	forward      *forwarder
+	reverseProxy http.Handler
+	grpc         http.Handler
+	metrics      *metrics
 }
 
 // New returns a gate in front of upstream ("127.0.0.1:<the app's port>").
@@ -49,14 +52,15 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 	h2c.Protocols.SetUnencryptedHTTP2(true)
 	http1 := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
 	return &Gate{
-		policy: policy,
-		leader: leader,
+		policy:  policy,
+		leader:  leader,
+		forward: newForwarder(upstream),
 		// FlushInterval 0: a response of known length goes out in one write. Streamed ones (server-sent
 		// events, gRPC, anything without a Content-Length) are flushed as they come: ReverseProxy does so
 		// for them whatever this says.
-		http1:   &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
-		grpc:    &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
-		metrics: newMetrics(registry),
+		reverseProxy: &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
+		grpc:         &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
+		metrics:      newMetrics(registry),
 	}, nil
 }
 
@@ -72,10 +76,13 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if req.IsGRPC() {
+	switch {
+	case req.IsGRPC():
 		g.grpc.ServeHTTP(w, r)
-	} else {
-		g.http1.ServeHTTP(w, r)
+	case g.forward.takes(r):
+		g.forward.ServeHTTP(w, r)
+	default:
+		g.reverseProxy.ServeHTTP(w, r)
 	}
 	g.metrics.observe(mutates, outcomePassed, start)
 }
