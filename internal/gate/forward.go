@@ -12,8 +12,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-
-	"golang.org/x/net/http/httpguts"
 )
 
 // forwarder passes a plain HTTP/1.1 request to the app on a pooled connection and copies the answer back,
@@ -49,7 +47,7 @@ func newForwarder(upstream string) *forwarder {
 // takes reports whether the forwarder serves r: an HTTP/1.x request that does not ask to upgrade the
 // connection and carries no trailers.
 func (f *forwarder) takes(r *http.Request) bool {
-	return r.ProtoMajor == 1 && len(r.Trailer) == 0 && !httpguts.HeaderValuesContainsToken(r.Header["Connection"], "upgrade")
+	return r.ProtoMajor == 1 && len(r.Trailer) == 0 && !hasToken(r.Header["Connection"], "upgrade")
 }
 
 // ServeHTTP forwards r and copies the answer to w. Failures before the answer started are 502s; a failure
@@ -266,7 +264,21 @@ func isHopByHop(key string, connectionTokens []string) bool {
 			return true
 		}
 	}
-	return len(connectionTokens) > 0 && httpguts.HeaderValuesContainsToken(connectionTokens, key)
+	return hasToken(connectionTokens, key)
+}
+
+// hasToken reports whether a comma-separated header's values name token, in any case (RFC 9110, 5.6.1).
+// The gate's own, not golang.org/x/net's: that one would link a second copy of the IDNA tables net/http
+// already carries.
+func hasToken(values []string, token string) bool {
+	for _, value := range values {
+		for item := range strings.SplitSeq(value, ",") {
+			if strings.EqualFold(strings.TrimSpace(item), token) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // isForwarding reports whether the header key is one the gate sets itself, so a client's own never

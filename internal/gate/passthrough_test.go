@@ -405,3 +405,24 @@ func TestGateWritesOneFraming(t *testing.T) {
 		t.Errorf("the app's socket got the head\n%s\nwant the request line and Content-Length: 10, once", head)
 	}
 }
+
+func TestHasToken(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		values []string
+		want   bool
+	}{
+		{"alone", []string{"upgrade"}, true},
+		{"in another case", []string{"Upgrade"}, true},
+		{"in a list, with spaces", []string{"keep-alive , Upgrade"}, true},
+		{"in the second of two headers", []string{"keep-alive", "upgrade"}, true},
+		{"as part of a longer token", []string{"upgrades, x-upgrade"}, false},
+		{"no header", nil, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := hasToken(tt.values, "upgrade"); got != tt.want {
+				t.Errorf("hasToken(%q, upgrade) = %v, want %v", tt.values, got, tt.want)
+			}
+		})
+	}
+}
