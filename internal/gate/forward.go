@@ -4,12 +4,13 @@ import (
 	"bufio"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"net/http/httputil"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -27,45 +28,65 @@ import (
 type forwarder struct {
 	upstream string
 	dialer   net.Dialer
-	// idle are the connections to the app that are free, newest last.
-	idle chan *upstreamConn
+
+	mu sync.Mutex
+	// idle are the connections to the app that are free, the most recently used last: taking that one
+	// gives the app's keep-alive timeout the least chance to have closed it.
+	idle []*upstreamConn
 }
 
-// upstreamConn is one connection to the app with its buffers.
+// upstreamConn is one connection to the app with its buffers. Its reader reads through Read, which bounds
+// the head of an answer.
 type upstreamConn struct {
 	net.Conn
 	r *bufio.Reader
 	w *bufio.Writer
+	// reused: the connection served a request before; freed: when it was last put back.
+	reused bool
+	freed  time.Time
+	// headRoom is what Read may still take while a head is read; limited says whether it applies; read
+	// counts the bytes of the current exchange.
+	headRoom int64
+	limited  bool
+	read     int64
 }
 
-const maxIdleUpstreamConns = 64
+const (
+	maxIdleUpstreamConns = 64
+	// idleUpstreamTimeout retires a free connection, as http.Transport's IdleConnTimeout (90 s here before).
+	idleUpstreamTimeout = 90 * time.Second
+)
 
 func newForwarder(upstream string) *forwarder {
-	return &forwarder{upstream: upstream, dialer: net.Dialer{Timeout: 5 * time.Second}, idle: make(chan *upstreamConn, maxIdleUpstreamConns)}
+	return &forwarder{upstream: upstream, dialer: net.Dialer{Timeout: 5 * time.Second}}
 }
 
-// takes reports whether the forwarder serves r: an HTTP/1.x request that does not ask to upgrade the
-// connection and carries no trailers.
+// maxForwardedBody is the largest request body the forwarder takes: it reads such a body whole before it
+// writes the request, so the write never waits on an app that answers before reading (a 401, a 413), and
+// a request can be sent again on a fresh connection. Larger bodies, and bodies of unknown length, stream
+// through ReverseProxy.
+const maxForwardedBody = 32 << 10
+
+// takes reports whether the forwarder serves r: an HTTP/1.x request with a body of known length up to
+// maxForwardedBody, that does not ask to upgrade the connection, and carries no trailers.
 func (f *forwarder) takes(r *http.Request) bool {
-	return r.ProtoMajor == 1 && len(r.Trailer) == 0 && !hasToken(r.Header["Connection"], "upgrade")
+	return r.ProtoMajor == 1 && r.ContentLength >= 0 && r.ContentLength <= maxForwardedBody && len(r.Trailer) == 0 &&
+		r.Method != http.MethodConnect && !hasToken(r.Header["Connection"], "upgrade")
 }
 
 // ServeHTTP forwards r and copies the answer to w. Failures before the answer started are 502s; a failure
 // in the middle of the answer aborts the client's connection, as ReverseProxy does, so the client cannot
 // take a cut answer for a whole one.
 func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	conn, err := f.conn(r.Context())
-	if err != nil {
-		badGateway(w, r, err)
+	buf := buffers.Get()
+	defer buffers.Put(buf)
+	body := buf[:r.ContentLength]
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		http.Error(w, "leasegate gate: reading the request's body: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	// A client that goes away while the app works ends the wait: the connection is then closed, not
-	// pooled, since the app's answer would still be on it.
-	stop := context.AfterFunc(r.Context(), func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
-	resp, err := f.roundTrip(conn, r)
+	conn, resp, stop, err := f.roundTrip(w, r, body)
 	if err != nil {
-		stop()
-		conn.Close()
 		badGateway(w, r, err)
 		return
 	}
@@ -76,7 +97,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	removeHopByHop(header)
 	announceTrailers(header, resp.Trailer)
 	w.WriteHeader(resp.StatusCode)
-	err = copyBody(w, resp)
+	err = copyBody(w, resp, buf)
 	for key, values := range resp.Trailer {
 		header[http.TrailerPrefix+key] = values
 	}
@@ -90,29 +111,92 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.release(conn)
 }
 
-// roundTrip writes r to the app and reads the head of its answer, skipping informational (1xx) ones.
-func (f *forwarder) roundTrip(conn *upstreamConn, r *http.Request) (*http.Response, error) {
-	if err := writeRequest(conn.w, r, f.upstream); err != nil {
-		return nil, err
-	}
-	for {
-		resp, err := http.ReadResponse(conn.r, r)
-		switch {
-		case err != nil || resp.StatusCode >= 200:
-			return resp, err
-		case resp.StatusCode == http.StatusSwitchingProtocols:
-			return nil, errors.New("the app switched protocols for a request that did not ask to upgrade")
+// roundTrip sends r with body and reads the head of the app's answer. A connection taken from the pool
+// that the app closed before answering (its keep-alive timeout raced the request) is replaced once by a
+// fresh one, for requests that may be sent twice, as http.Transport does.
+//
+// A client that goes away ends the exchange, and the answer's streaming after it: stop, which the caller
+// calls when the answer is copied, reports whether that did not happen, so that the connection, with a
+// deadline set and perhaps part of an answer on it, is closed instead of pooled.
+func (f *forwarder) roundTrip(w http.ResponseWriter, r *http.Request, body []byte) (*upstreamConn, *http.Response, func() bool, error) {
+	for attempt := 0; ; attempt++ {
+		c, err := f.conn(r.Context(), attempt > 0)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		stop := context.AfterFunc(r.Context(), func() { _ = c.SetDeadline(time.Unix(1, 0)) })
+		resp, err := f.exchange(w, c, r, body)
+		if err == nil {
+			return c, resp, stop, nil
+		}
+		stop()
+		c.Close()
+		if !c.reused || attempt > 0 || !c.nothingRead(err) || !replayable(r) {
+			return nil, nil, nil, err
 		}
 	}
 }
 
-// writeRequest writes r as the app should see it: the client's method, target and Host, the headers
-// but those that concern only the hop to the gate, X-Forwarded-For/-Host/-Proto set by the gate (as
-// ReverseProxy's SetXForwarded does), and the body, in one write when it fits the buffer.
-func writeRequest(w *bufio.Writer, r *http.Request, upstream string) error {
+// exchange writes the request on conn and reads the head of the answer. Informational answers (102,
+// 103) are passed on to the client as they come, at most maxInformational of them.
+func (f *forwarder) exchange(w http.ResponseWriter, conn *upstreamConn, r *http.Request, body []byte) (*http.Response, error) {
+	if err := writeRequest(conn.w, r, body, f.upstream); err != nil {
+		return nil, err
+	}
+	for range maxInformational + 1 {
+		conn.limitHead()
+		resp, err := http.ReadResponse(conn.r, r)
+		conn.unlimit()
+		switch {
+		case err != nil:
+			if errors.Is(err, errHeadTooLarge) {
+				err = fmt.Errorf("the head of the app's answer is larger than %d bytes", maxResponseHead)
+			}
+			return nil, err
+		case resp.StatusCode >= 200:
+			return resp, nil
+		case resp.StatusCode == http.StatusSwitchingProtocols:
+			return nil, errors.New("the app switched protocols for a request that did not ask to upgrade")
+		case resp.StatusCode != http.StatusContinue:
+			header := w.Header()
+			for key, values := range resp.Header {
+				header[key] = values
+			}
+			w.WriteHeader(resp.StatusCode)
+			clear(header) // a 1xx's headers are its own, not the final answer's
+		}
+	}
+	return nil, fmt.Errorf("the app sent more than %d informational answers", maxInformational)
+}
+
+const (
+	// maxInformational bounds the 1xx answers read before the final one, as http.Transport does (5).
+	maxInformational = 5
+	// maxResponseHead bounds the head of the app's answer, so an app that is not speaking HTTP on its
+	// port (a wrong port) cannot make the agent, its pod's elector, run out of memory.
+	maxResponseHead = 1 << 20
+)
+
+// replayable reports whether r may be sent to the app twice: a method that is safe to repeat, or a
+// request that carries an idempotency key, as http.Transport decides.
+func replayable(r *http.Request) bool {
+	switch r.Method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodTrace:
+		return true
+	}
+	_, key := r.Header["Idempotency-Key"]
+	_, xKey := r.Header["X-Idempotency-Key"]
+	return key || xKey
+}
+
+// writeRequest writes r as the app should see it: the client's method, target (its query as sent) and
+// Host, the headers but those that concern only the hop to the gate, X-Forwarded-For/-Host/-Proto set by
+// the gate (as ReverseProxy's SetXForwarded does), and the body, in one write when it fits the buffer. A
+// client that named no Host (HTTP/1.0) gets the app's address, as http.Transport would send.
+func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string) error {
 	host := r.Host
 	if host == "" {
-		host = upstream // an HTTP/1.0 client named none
+		host = upstream
 	}
 	w.WriteString(r.Method)
 	w.WriteByte(' ')
@@ -123,7 +207,7 @@ func writeRequest(w *bufio.Writer, r *http.Request, upstream string) error {
 	connectionTokens := r.Header["Connection"]
 	for key, values := range r.Header {
 		// The body's framing is written below; Expect was for the hop to the gate, whose server answered
-		// it when the body was first read.
+		// it when the body was read.
 		if isHopByHop(key, connectionTokens) || isForwarding(key) || key == "Content-Length" || key == "Expect" {
 			continue
 		}
@@ -139,43 +223,31 @@ func writeRequest(w *bufio.Writer, r *http.Request, upstream string) error {
 		w.WriteString(client)
 		w.WriteString("\r\n")
 	}
-	w.WriteString("X-Forwarded-Host: ")
-	w.WriteString(host)
+	if r.Host != "" {
+		w.WriteString("X-Forwarded-Host: ")
+		w.WriteString(r.Host)
+		w.WriteString("\r\n")
+	}
 	if r.TLS != nil {
-		w.WriteString("\r\nX-Forwarded-Proto: https\r\n")
+		w.WriteString("X-Forwarded-Proto: https\r\n")
 	} else {
-		w.WriteString("\r\nX-Forwarded-Proto: http\r\n")
+		w.WriteString("X-Forwarded-Proto: http\r\n")
 	}
-	switch {
-	case r.ContentLength > 0:
+	// Content-Length as http.Transport sends it: for any body, and 0 for the methods that expect one.
+	if len(body) > 0 || r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch {
 		w.WriteString("Content-Length: ")
-		w.WriteString(strconv.FormatInt(r.ContentLength, 10))
-		w.WriteString("\r\n\r\n")
-		if _, err := io.Copy(w, r.Body); err != nil {
-			return err
-		}
-	case r.ContentLength < 0:
-		w.WriteString("Transfer-Encoding: chunked\r\n\r\n")
-		chunked := httputil.NewChunkedWriter(w)
-		if _, err := io.Copy(chunked, r.Body); err != nil {
-			return err
-		}
-		chunked.Close()
-		w.WriteString("\r\n")
-	case r.Method == http.MethodPost || r.Method == http.MethodPut || r.Method == http.MethodPatch:
-		w.WriteString("Content-Length: 0\r\n\r\n")
-	default:
+		w.WriteString(strconv.Itoa(len(body)))
 		w.WriteString("\r\n")
 	}
+	w.WriteString("\r\n")
+	w.Write(body)
 	return w.Flush()
 }
 
 // copyBody copies the answer's body. One of unknown length (a stream: server-sent events, chunked
 // output) is flushed as it comes; one of known length goes out when the handler returns, in one write if
 // it fits the server's buffer.
-func copyBody(w http.ResponseWriter, resp *http.Response) error {
-	buf := buffers.Get()
-	defer buffers.Put(buf)
+func copyBody(w http.ResponseWriter, resp *http.Response, buf []byte) error {
 	if resp.ContentLength >= 0 && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		_, err := io.CopyBuffer(writerOnly{w}, resp.Body, buf)
 		return err
@@ -203,32 +275,76 @@ func copyBody(w http.ResponseWriter, resp *http.Response) error {
 // writerOnly hides the ResponseWriter's ReadFrom, which would copy through a buffer of its own.
 type writerOnly struct{ io.Writer }
 
-// conn returns a free connection to the app that is still open, or a new one.
-func (f *forwarder) conn(ctx context.Context) (*upstreamConn, error) {
-	for {
-		select {
-		case c := <-f.idle:
-			if c.open() {
-				return c, nil
-			}
-			c.Close()
-		default:
-			conn, err := f.dialer.DialContext(ctx, "tcp", f.upstream)
-			if err != nil {
-				return nil, err
-			}
-			return &upstreamConn{Conn: conn, r: bufio.NewReader(conn), w: bufio.NewWriter(conn)}, nil
+// conn returns the most recently freed connection to the app that is still open, or, with fresh or
+// none free, a new one.
+func (f *forwarder) conn(ctx context.Context, fresh bool) (*upstreamConn, error) {
+	for !fresh {
+		f.mu.Lock()
+		n := len(f.idle)
+		if n == 0 {
+			f.mu.Unlock()
+			break
 		}
+		c := f.idle[n-1]
+		f.idle = f.idle[:n-1]
+		f.mu.Unlock()
+		if time.Since(c.freed) < idleUpstreamTimeout && c.open() {
+			c.read = 0
+			return c, nil
+		}
+		c.Close()
 	}
+	conn, err := f.dialer.DialContext(ctx, "tcp", f.upstream)
+	if err != nil {
+		return nil, err
+	}
+	c := &upstreamConn{Conn: conn, w: bufio.NewWriter(conn)}
+	c.r = bufio.NewReader(c)
+	return c, nil
 }
 
 // release returns c to the free connections, or closes it when there are enough.
 func (f *forwarder) release(c *upstreamConn) {
-	select {
-	case f.idle <- c:
-	default:
+	c.reused, c.freed = true, time.Now()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.idle) >= maxIdleUpstreamConns {
 		c.Close()
+		return
 	}
+	f.idle = append(f.idle, c)
+}
+
+var errHeadTooLarge = errors.New("head too large")
+
+// Read reads from the app, within headRoom while a head is read.
+func (c *upstreamConn) Read(p []byte) (int, error) {
+	if c.limited {
+		if c.headRoom <= 0 {
+			return 0, errHeadTooLarge
+		}
+		if int64(len(p)) > c.headRoom {
+			p = p[:c.headRoom]
+		}
+	}
+	n, err := c.Conn.Read(p)
+	c.headRoom -= int64(n)
+	c.read += int64(n)
+	return n, err
+}
+
+// limitHead bounds what the reader may take until unlimit: the head of an answer, and what the reader
+// buffered of it already counts.
+func (c *upstreamConn) limitHead() {
+	c.limited, c.headRoom = true, maxResponseHead-int64(c.r.Buffered())
+}
+
+func (c *upstreamConn) unlimit() { c.limited = false }
+
+// nothingRead reports whether err ended an exchange in which the app sent nothing at all: it closed the
+// connection (EOF, reset) without answering.
+func (c *upstreamConn) nothingRead(err error) bool {
+	return c.read == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
 
 // open reports whether the app has not closed c while it was free (an app's keep-alive timeout, a

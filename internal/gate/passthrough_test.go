@@ -5,11 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httptrace"
+	"net/textproto"
 	"os"
 	"strings"
 	"sync/atomic"
@@ -362,38 +365,56 @@ func TestGateConnectionsToTheApp(t *testing.T) {
 	})
 }
 
-// TestGateWritesOneFraming reads the request as the app's socket gets it, before any server could tidy
-// it: the body's length is said once, whichever way the client said it.
-func TestGateWritesOneFraming(t *testing.T) {
+// rawApp listens on loopback and hands each connection to serve, for apps no net/http server would
+// imitate: one that reads the request as its socket gets it, or misbehaves.
+func rawApp(t *testing.T, serve func(conn net.Conn, r *bufio.Reader)) string {
+	t.Helper()
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { listener.Close() })
-	heads := make(chan string, 1)
 	go func() {
-		conn, err := listener.Accept()
-		if err != nil {
-			return
-		}
-		defer conn.Close()
-		r := bufio.NewReader(conn)
-		var head strings.Builder
 		for {
-			line, err := r.ReadString('\n')
+			conn, err := listener.Accept()
 			if err != nil {
 				return
 			}
-			if line == "\r\n" {
-				break
-			}
-			head.WriteString(line)
+			go func() {
+				defer conn.Close()
+				serve(conn, bufio.NewReader(conn))
+			}()
 		}
-		_, _ = io.CopyN(io.Discard, r, int64(len(`{"item":1}`)))
-		heads <- head.String()
-		_, _ = io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\n")
 	}()
-	req, _ := http.NewRequest("POST", leaderGate(t, listener.Addr().String())+"/orders", strings.NewReader(`{"item":1}`))
+	return listener.Addr().String()
+}
+
+// readHead reads a request's head as it came, up to its blank line, and skips a body of bodyLength.
+func readHead(r *bufio.Reader, bodyLength int64) (string, error) {
+	var head strings.Builder
+	for {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			return head.String(), err
+		}
+		if line == "\r\n" {
+			_, err := io.CopyN(io.Discard, r, bodyLength)
+			return head.String(), err
+		}
+		head.WriteString(line)
+	}
+}
+
+// TestGateWritesOneFraming reads the request as the app's socket gets it, before any server could tidy
+// it: the body's length is said once.
+func TestGateWritesOneFraming(t *testing.T) {
+	heads := make(chan string, 1)
+	app := rawApp(t, func(conn net.Conn, r *bufio.Reader) {
+		head, _ := readHead(r, int64(len(`{"item":1}`)))
+		heads <- head
+		_, _ = io.WriteString(conn, "HTTP/1.1 204 No Content\r\n\r\n")
+	})
+	req, _ := http.NewRequest("POST", leaderGate(t, app)+"/orders", strings.NewReader(`{"item":1}`))
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -404,6 +425,105 @@ func TestGateWritesOneFraming(t *testing.T) {
 		!strings.Contains(head, "Content-Length: 10\r\n") || strings.Contains(strings.ToLower(head), "transfer-encoding") {
 		t.Errorf("the app's socket got the head\n%s\nwant the request line and Content-Length: 10, once", head)
 	}
+}
+
+func TestGateWithAppsThatMisbehave(t *testing.T) {
+	t.Run("an app that answers before it reads the body is heard, whatever the body's size", func(t *testing.T) {
+		// Auth middleware and upload limits answer 401 or 413 and never read what was sent.
+		app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "who are you", http.StatusUnauthorized)
+		}))
+		t.Cleanup(app.Close)
+		url := leaderGate(t, strings.TrimPrefix(app.URL, "http://"))
+		client := &http.Client{Timeout: 5 * time.Second}
+		for _, size := range []int{10, maxForwardedBody, 4 << 20} {
+			resp, err := client.Post(url+"/upload", "application/octet-stream", strings.NewReader(strings.Repeat("x", size)))
+			if err != nil {
+				t.Fatalf("a %d-byte upload: %v", size, err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusUnauthorized {
+				t.Errorf("a %d-byte upload got %d, want the app's 401", size, resp.StatusCode)
+			}
+		}
+	})
+
+	t.Run("an answer whose head never ends is a 502, not the agent's memory", func(t *testing.T) {
+		app := rawApp(t, func(conn net.Conn, r *bufio.Reader) {
+			if _, err := readHead(r, 0); err != nil {
+				return
+			}
+			_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nX-Endless: ")
+			chunk := strings.Repeat("a", 64<<10)
+			for range 2 * maxResponseHead / len(chunk) {
+				if _, err := io.WriteString(conn, chunk); err != nil {
+					return
+				}
+			}
+		})
+		resp, body := do(t, "GET", leaderGate(t, app)+"/")
+		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, "larger than") {
+			t.Errorf("got %d %q, want 502 saying the head is too large", resp.StatusCode, body)
+		}
+	})
+
+	t.Run("a request the app dropped unanswered on a kept connection is sent again, if it may be", func(t *testing.T) {
+		// The app answers the first request on each connection and closes the connection on the second
+		// without answering, as one whose keep-alive timeout fires just as a request arrives.
+		app := rawApp(t, func(conn net.Conn, r *bufio.Reader) {
+			if _, err := readHead(r, 0); err != nil {
+				return
+			}
+			_, _ = io.WriteString(conn, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+			_, _ = readHead(r, 0)
+		})
+		url := leaderGate(t, app)
+		for _, tt := range []struct {
+			method string
+			header http.Header
+			want   int
+		}{
+			{"GET", nil, http.StatusOK},
+			{"GET", nil, http.StatusOK},
+			{"POST", http.Header{"Idempotency-Key": {"order-7"}}, http.StatusOK},
+			{"POST", nil, http.StatusBadGateway}, // it may have acted: only the client may decide to retry
+		} {
+			req, _ := http.NewRequest(tt.method, url+"/orders", nil)
+			maps.Copy(req.Header, tt.header)
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != tt.want {
+				t.Errorf("%s %v on a connection the app drops: %d, want %d", tt.method, tt.header, resp.StatusCode, tt.want)
+			}
+		}
+	})
+
+	t.Run("early hints reach the client before the answer, their headers only on them", func(t *testing.T) {
+		app := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			w.Header().Del("Link")
+			_, _ = io.WriteString(w, "page")
+		}))
+		t.Cleanup(app.Close)
+		var hints []string
+		trace := &httptrace.ClientTrace{Got1xxResponse: func(code int, header textproto.MIMEHeader) error {
+			hints = append(hints, fmt.Sprintf("%d %s", code, header.Get("Link")))
+			return nil
+		}}
+		req, _ := http.NewRequest("GET", leaderGate(t, strings.TrimPrefix(app.URL, "http://"))+"/", nil)
+		resp, err := http.DefaultClient.Do(req.WithContext(httptrace.WithClientTrace(req.Context(), trace)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if len(hints) != 1 || hints[0] != "103 </style.css>; rel=preload" || resp.Header.Get("Link") != "" {
+			t.Errorf("hints %q, final Link %q; want one 103 with the Link, and none on the answer", hints, resp.Header.Get("Link"))
+		}
+	})
 }
 
 func TestHasToken(t *testing.T) {
