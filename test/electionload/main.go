@@ -365,17 +365,20 @@ func namespaceOf(row, i int) string { return fmt.Sprintf("elect-%d-%d", row, i/l
 func waitLed(electors []*elector, candidates int, timeout time.Duration) error {
 	deadline := time.Now().Add(timeout)
 	for {
-		unled := 0
+		unled, claimedTwice := 0, 0
 		for _, leaders := range leadersPerLease(electors, candidates) {
-			if leaders != 1 {
+			switch {
+			case leaders == 0:
 				unled++
+			case leaders > 1:
+				claimedTwice++
 			}
 		}
-		if unled == 0 {
+		if unled == 0 && claimedTwice == 0 {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("%d leases without exactly one leader after %s", unled, timeout)
+			return fmt.Errorf("after %s, %d leases have no leader and %d more than one", timeout, unled, claimedTwice)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
