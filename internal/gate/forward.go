@@ -16,8 +16,9 @@ import (
 )
 
 // forwarder passes a plain HTTP/1.1 request to the app on a pooled connection and copies the answer back,
-// all in the handler's goroutine. It is the gate's path for every request but upgrades, gRPC, other
-// HTTP/2 and requests with trailers, which ReverseProxy takes.
+// all in the handler's goroutine. It is the gate's path for nearly every request (see takes); upgrades,
+// gRPC, other HTTP/2, requests with trailers and bodies larger than maxForwardedBody or of unknown length
+// go through ReverseProxy.
 //
 // Why not ReverseProxy for all: its Transport hands each request to a writing and a reading goroutine and
 // the answer back through channels, and writes a request's headers and its body apart. In a process of
@@ -403,6 +404,7 @@ func isForwarding(key string) bool {
 	return key == "Forwarded" || key == "X-Forwarded-For" || key == "X-Forwarded-Host" || key == "X-Forwarded-Proto"
 }
 
+// removeHopByHop deletes the app's hop-by-hop headers from the answer the client gets.
 func removeHopByHop(header http.Header) {
 	connectionTokens := header["Connection"]
 	for key := range header {

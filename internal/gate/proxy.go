@@ -29,7 +29,8 @@ type Gate struct {
 	policy Policy
 	leader Leadership
 	// forward takes plain HTTP/1.x requests, nearly all of them; reverseProxy the rest (upgrades such as
-	// WebSocket, HTTP/2 that is not gRPC, requests with trailers); grpc the gRPC calls.
+	// WebSocket, HTTP/2 that is not gRPC, requests with trailers, large or streamed bodies); grpc the
+	// gRPC calls.
 	forward      *forwarder
 	reverseProxy http.Handler
 	grpc         http.Handler
