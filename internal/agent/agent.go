@@ -33,8 +33,10 @@ type Agent struct {
 	listener  net.Listener
 	log       logr.Logger
 
-	// gate, when configured, serves the mutation gate on gateListener, following gated's elector.
+	// gate, when configured, serves the mutation gate (gateProxy) on gateListener, following gated's
+	// elector.
 	gate         *http.Server
+	gateProxy    *gate.Gate
 	gateListener net.Listener
 	gated        *runningElection
 
@@ -122,14 +124,13 @@ func (a *Agent) newGate() error {
 	if err != nil {
 		return err
 	}
-	handler, err := gate.New(s.Upstream, policy, a.gated.elector, a.registry)
-	if err != nil {
+	if a.gateProxy, err = gate.New(s.Upstream, policy, a.gated.elector, a.registry); err != nil {
 		return err
 	}
 	if a.gateListener, err = net.Listen("tcp", s.Listen); err != nil {
 		return fmt.Errorf("%s=%s: %w", contract.EnvGateListen, s.Listen, err)
 	}
-	a.gate = &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	a.gate = &http.Server{Handler: a.gateProxy, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
 	// HTTP/1.1 for plain clients, cleartext HTTP/2 for gRPC: the pod's traffic is not TLS here, or the
 	// gate could not read the method.
 	a.gate.Protocols.SetHTTP1(true)
@@ -216,6 +217,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		if shutdownErr := srv.Shutdown(shutdownCtx); shutdownErr != nil && !errors.Is(shutdownErr, context.DeadlineExceeded) {
 			err = errors.Join(err, shutdownErr)
 		}
+	}
+	if a.gateProxy != nil {
+		a.gateProxy.Close()
 	}
 	return err
 }

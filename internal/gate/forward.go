@@ -34,6 +34,8 @@ type forwarder struct {
 	// idle are the connections to the app that are free, the most recently used last: taking that one
 	// gives the app's keep-alive timeout the least chance to have closed it.
 	idle []*upstreamConn
+	// closed: the gate has stopped (closeIdle), so a connection a request frees is closed, not kept.
+	closed bool
 }
 
 // upstreamConn is one connection to the app with its buffers. Its reader reads through Read, which bounds
@@ -309,11 +311,22 @@ func (f *forwarder) release(c *upstreamConn) {
 	c.reused, c.freed = true, time.Now()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if len(f.idle) >= maxIdleUpstreamConns {
+	if f.closed || len(f.idle) >= maxIdleUpstreamConns {
 		c.Close()
 		return
 	}
 	f.idle = append(f.idle, c)
+}
+
+// closeIdle closes the free connections, and from now on each one a request frees.
+func (f *forwarder) closeIdle() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	for _, c := range f.idle {
+		c.Close()
+	}
+	f.idle = nil
 }
 
 var errHeadTooLarge = errors.New("head too large")

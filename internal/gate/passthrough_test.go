@@ -344,7 +344,8 @@ func TestGateConnectionsToTheApp(t *testing.T) {
 			conn.Close()
 		}))
 		t.Cleanup(app.Close)
-		conn, err := net.Dial("tcp", strings.TrimPrefix(leaderGate(t, strings.TrimPrefix(app.URL, "http://")), "http://"))
+		url, _, registry := leaderGateOf(t, strings.TrimPrefix(app.URL, "http://"))
+		conn, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -357,10 +358,40 @@ func TestGateConnectionsToTheApp(t *testing.T) {
 			if os.IsTimeout(err) {
 				t.Error("the gate neither answered nor closed the connection")
 			}
-			return
-		}
-		if body, err := io.ReadAll(resp.Body); err == nil || os.IsTimeout(err) {
+		} else if body, err := io.ReadAll(resp.Body); err == nil || os.IsTimeout(err) {
 			t.Errorf("the client read %q (%v), want the connection aborted", body, err)
+		}
+		// The gate counted it before it dropped the client's connection.
+		if got := requests(t, registry, "read", "passed"); got != 1 {
+			t.Errorf("reads passed = %v after an answer cut short, want 1", got)
+		}
+	})
+
+	t.Run("closing the gate closes the connections it keeps to the app", func(t *testing.T) {
+		closed := make(chan struct{}, 4)
+		app, _ := echoApp(t, func(s *http.Server) {
+			s.ConnState = func(_ net.Conn, state http.ConnState) {
+				if state == http.StateClosed {
+					closed <- struct{}{}
+				}
+			}
+		})
+		url, g, _ := leaderGateOf(t, app)
+		do(t, "POST", url+"/orders")
+		// A body over maxForwardedBody goes through ReverseProxy, whose connection Close closes too.
+		resp, err := http.Post(url+"/orders", "text/plain", strings.NewReader(strings.Repeat("x", maxForwardedBody+1)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		g.Close()
+		for i := range 2 {
+			select {
+			case <-closed:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("%d of the gate's 2 connections to the app are still open after Close", 2-i)
+			}
 		}
 	})
 }

@@ -34,7 +34,9 @@ type Gate struct {
 	forward      *forwarder
 	reverseProxy http.Handler
 	grpc         http.Handler
-	metrics      *metrics
+	// transports are reverseProxy's and grpc's, whose free connections Close closes.
+	transports []*http.Transport
+	metrics    *metrics
 }
 
 // New returns a gate in front of upstream ("127.0.0.1:<the app's port>").
@@ -61,8 +63,18 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 		// for them whatever this says.
 		reverseProxy: &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
 		grpc:         &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
+		transports:   []*http.Transport{http1, h2c},
 		metrics:      newMetrics(registry),
 	}, nil
+}
+
+// Close closes the gate's connections to the app once their requests are done: call it after the
+// server in front of it has shut down, so the app does not keep connections open for a gate that is gone.
+func (g *Gate) Close() {
+	g.forward.closeIdle()
+	for _, t := range g.transports {
+		t.CloseIdleConnections()
+	}
 }
 
 // ServeHTTP passes the request to the app unless it mutates and this pod does not lead.
@@ -77,6 +89,9 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	// Deferred, so that a request whose answer was cut short (the app's connection broke mid-answer, and
+	// the handler aborts with http.ErrAbortHandler) is counted and timed too.
+	defer g.metrics.observe(mutates, outcomePassed, start)
 	switch {
 	case req.IsGRPC():
 		g.grpc.ServeHTTP(w, r)
@@ -85,7 +100,6 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		g.reverseProxy.ServeHTTP(w, r)
 	}
-	g.metrics.observe(mutates, outcomePassed, start)
 }
 
 // Refusal is the JSON body of a follower's 503.

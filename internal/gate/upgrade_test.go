@@ -15,14 +15,22 @@ import (
 // leaderGate is a gate that leads, in front of app.
 func leaderGate(t *testing.T, app string) string {
 	t.Helper()
+	url, _, _ := leaderGateOf(t, app)
+	return url
+}
+
+// leaderGateOf is leaderGate with the Gate itself and the registry of its metrics.
+func leaderGateOf(t *testing.T, app string) (string, *Gate, *prometheus.Registry) {
+	t.Helper()
 	l := &leadership{}
 	l.leading.Store(true)
 	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
-	g, err := New(app, policy, l, prometheus.NewRegistry())
+	registry := prometheus.NewRegistry()
+	g, err := New(app, policy, l, registry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return h2cServer(t, g).URL
+	return h2cServer(t, g).URL, g, registry
 }
 
 func TestGatePassesUpgrades(t *testing.T) {

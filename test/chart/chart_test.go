@@ -112,6 +112,7 @@ var configFiles = map[string]string{
 	"certificates.yaml":   "certmanager/certificates.yaml",
 	"configmap.yaml":      "webhook/configmap.yaml",
 	"deployment.yaml":     "webhook/deployment.yaml",
+	"flowschema.yaml":     "webhook/flowschema.yaml",
 	"pdb.yaml":            "webhook/pdb.yaml",
 	"service.yaml":        "webhook/service.yaml",
 	"webhooks.yaml":       "webhook/webhooks.yaml",

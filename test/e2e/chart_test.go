@@ -15,7 +15,9 @@ import (
 	. "github.com/onsi/gomega"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	flowcontrolv1 "k8s.io/api/flowcontrol/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -23,6 +25,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/yaml"
@@ -316,6 +319,52 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		Expect(body).To(ContainSubstring("leasegate_config_last_reload_successful 1"))
 
 		Expect(p.Logs()).NotTo(ContainSubstring("forbidden"), "the chart's RBAC must cover everything leasegate-webhook does")
+	})
+
+	It("puts leasegate-webhook's own API requests at flowControl.priorityLevel, apart from the agents' workload-low", func(ctx SpecContext) {
+		flowcontrol := cp.Client.FlowcontrolV1()
+		schema, err := flowcontrol.FlowSchemas().Get(ctx, "leasegate-webhook", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "installed with the chart")
+		// The API server keeps its suggested configuration in place; a fresh one may still be creating it.
+		var serviceAccounts *flowcontrolv1.FlowSchema
+		Eventually(func() error {
+			serviceAccounts, err = flowcontrol.FlowSchemas().Get(ctx, "service-accounts", metav1.GetOptions{})
+			return err
+		}).WithTimeout(30 * time.Second).Should(Succeed())
+		levels := map[string]string{}
+		for _, name := range []string{"workload-high", "workload-low"} {
+			level, err := flowcontrol.PriorityLevelConfigurations().Get(ctx, name, metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			levels[name] = string(level.UID)
+		}
+		// servedBy is the FlowSchema and priority level the API server says served a request of the
+		// service account: the X-Kubernetes-PF-* headers, set whatever the authorizer then decides.
+		servedBy := func(serviceAccount string) (flowSchemaUID, priorityLevelUID string) {
+			if _, err := cp.Client.CoreV1().ServiceAccounts(chartNamespace).Get(ctx, serviceAccount, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				_, err = cp.Client.CoreV1().ServiceAccounts(chartNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: serviceAccount}}, metav1.CreateOptions{})
+				Expect(err).NotTo(HaveOccurred())
+			}
+			token, err := cp.Client.CoreV1().ServiceAccounts(chartNamespace).CreateToken(ctx, serviceAccount, &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			config := rest.AnonymousClientConfig(cp.Config)
+			config.BearerToken = token.Status.Token
+			client, err := rest.HTTPClientFor(config)
+			Expect(err).NotTo(HaveOccurred())
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, config.Host+"/apis/coordination.k8s.io/v1/namespaces/"+chartNamespace+"/leases/leasegate-webhook", nil)
+			Expect(err).NotTo(HaveOccurred())
+			resp, err := client.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			resp.Body.Close()
+			return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
+		}
+		Eventually(func(g Gomega) {
+			flowSchemaUID, priorityLevelUID := servedBy("leasegate-webhook")
+			g.Expect(flowSchemaUID).To(Equal(string(schema.UID)), "leasegate-webhook's requests match its FlowSchema")
+			g.Expect(priorityLevelUID).To(Equal(levels["workload-high"]))
+		}).WithTimeout(30*time.Second).Should(Succeed(), "the API server's flow control picks up a new FlowSchema asynchronously")
+		flowSchemaUID, priorityLevelUID := servedBy("an-app")
+		Expect(flowSchemaUID).To(Equal(string(serviceAccounts.UID)), "another service account, as an agent's, stays with the rest")
+		Expect(priorityLevelUID).To(Equal(levels["workload-low"]))
 	})
 })
 

@@ -245,7 +245,7 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 	}
 	defer deleteNamespaces(context.Background(), api, n)
 
-	renewals := &latencies{}
+	renewals, failed := &latencies{}, &failures{}
 	var electors []*elector
 	defer func() {
 		for _, e := range electors {
@@ -264,14 +264,14 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 	for i := range n {
 		for c := range candidates {
 			time.Sleep(time.Until(start.Add(time.Duration(len(electors)) * time.Second / time.Duration(startRate))))
-			e, err := startElector(ctx, pods, n, i, c, timing, renewals)
+			e, err := startElector(ctx, pods, n, i, c, timing, renewals, failed.logger())
 			if err != nil {
 				return r, err
 			}
 			electors = append(electors, e)
 		}
 	}
-	if err := waitLed(electors, candidates, 5*time.Minute+timing.LeaseDuration); err != nil {
+	if err := waitLed(electors, candidates, start, 5*time.Minute+timing.LeaseDuration, failed); err != nil {
 		return r, err
 	}
 	r.startup = time.Since(start)
@@ -339,13 +339,13 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 }
 
 // startElector starts candidate c of lease i, as pod "w<i>-<c>" of its namespace.
-func startElector(ctx context.Context, pods *framework.PodClients, row, i, c int, timing lease.Timing, renewals *latencies) (*elector, error) {
+func startElector(ctx context.Context, pods *framework.PodClients, row, i, c int, timing lease.Timing, renewals *latencies, log logr.Logger) (*elector, error) {
 	namespace, leaseName := namespaceOf(row, i), fmt.Sprintf("lease-%d", i%leasesPerNamespace)
 	podName, podUID := fmt.Sprintf("w%d-%d", i, c), fmt.Sprintf("uid-%d-%d-%d", row, i, c)
 	store := &timedStore{Client: lease.NewClient(pods.For(namespace, "default", podName, podUID)), renewals: renewals}
 	e, err := lease.NewElector(lease.Config{
 		Client: store, Namespace: namespace, Name: leaseName, Identity: lease.Identity(podName, podUID),
-		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: logr.Discard(),
+		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: log,
 	})
 	if err != nil {
 		return nil, err
@@ -361,9 +361,11 @@ func startElector(ctx context.Context, pods *framework.PodClients, row, i, c int
 
 func namespaceOf(row, i int) string { return fmt.Sprintf("elect-%d-%d", row, i/leasesPerNamespace) }
 
-// waitLed waits until every lease has exactly one elector that leads it.
-func waitLed(electors []*elector, candidates int, timeout time.Duration) error {
-	deadline := time.Now().Add(timeout)
+// waitLed waits until every lease has exactly one elector that leads it, saying every progressEvery how
+// far it got and what the electors failed at.
+func waitLed(electors []*elector, candidates int, start time.Time, timeout time.Duration, failed *failures) error {
+	const progressEvery = 30 * time.Second
+	deadline, nextProgress := time.Now().Add(timeout), time.Now().Add(progressEvery)
 	for {
 		unled, claimedTwice := 0, 0
 		for _, leaders := range leadersPerLease(electors, candidates) {
@@ -378,10 +380,27 @@ func waitLed(electors []*elector, candidates int, timeout time.Duration) error {
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s, %d leases have no leader and %d more than one", timeout, unled, claimedTwice)
+			return fmt.Errorf("after %s, %d leases have no leader and %d more than one; %d electors never listed their lease; the electors' failures: %s",
+				timeout, unled, claimedTwice, unsynced(electors), failed)
+		}
+		if time.Now().After(nextProgress) {
+			nextProgress = nextProgress.Add(progressEvery)
+			fmt.Fprintf(os.Stderr, "after %s: %d leases without a leader, %d with two; %d electors never listed their lease; failures: %s\n",
+				time.Since(start).Round(time.Second), unled, claimedTwice, unsynced(electors), failed)
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
+}
+
+// unsynced counts the electors whose watch has not yet listed their lease.
+func unsynced(electors []*elector) int {
+	n := 0
+	for _, e := range electors {
+		if !e.Synced() {
+			n++
+		}
+	}
+	return n
 }
 
 // doubleClaims counts the leases two electors claim at once.

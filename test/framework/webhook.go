@@ -232,11 +232,19 @@ func (c *ControlPlane) ensureNamespace(ctx context.Context, name string, labels 
 	return err
 }
 
-// Metrics scrapes the webhook's /metrics.
+// Metrics scrapes the webhook's /metrics. When it cannot be reached because the webhook exited, the error
+// says so, with the exit code and the end of its log.
 func (w *Webhook) Metrics() (Metrics, error) {
 	resp, err := http.Get(w.MetricsURL)
 	if err != nil {
-		return nil, err
+		select {
+		case <-w.Exited():
+			logs := strings.Split(strings.TrimSpace(w.Logs()), "\n")
+			return nil, fmt.Errorf("%w: leasegate-webhook exited with code %d; the end of its log:\n%s",
+				err, w.ExitCode(), strings.Join(logs[max(0, len(logs)-40):], "\n"))
+		default:
+			return nil, err
+		}
 	}
 	defer resp.Body.Close()
 	body, err := io.ReadAll(resp.Body)

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+
+	"github.com/leasegate/leasegate/internal/kubeclient"
+)
+
+// failures counts what the electors logged as errors, by message and kind of error, so that a row that
+// does not converge says why (throttled, timed out, refused) instead of only how many leases are unled.
+type failures struct {
+	mu     sync.Mutex
+	counts map[string]int
+}
+
+// logger is a logr.Logger whose errors go to f and whose other lines are dropped.
+func (f *failures) logger() logr.Logger { return logr.New(failureSink{f}) }
+
+func (f *failures) add(err error, msg string) {
+	kind := err.Error()
+	var status *kubeclient.StatusError
+	var request *url.Error // the lease's URL told apart would make a kind of each namespace
+	switch {
+	case errors.As(err, &status):
+		kind = fmt.Sprintf("%d %s", status.Status.Code, status.Status.Reason)
+	case errors.As(err, &request):
+		kind = request.Op + ": " + request.Err.Error()
+	}
+	if len(kind) > 80 {
+		kind = kind[:80] + "..."
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.counts == nil {
+		f.counts = map[string]int{}
+	}
+	f.counts[msg+": "+kind]++
+}
+
+// String lists the counts, most frequent first.
+func (f *failures) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(f.counts) == 0 {
+		return "none"
+	}
+	keys := slices.SortedFunc(maps.Keys(f.counts), func(a, b string) int { return cmp.Compare(f.counts[b], f.counts[a]) })
+	var lines []string
+	for _, k := range keys {
+		lines = append(lines, fmt.Sprintf("%d x %s", f.counts[k], k))
+	}
+	return strings.Join(lines, "; ")
+}
+
+type failureSink struct{ f *failures }
+
+func (failureSink) Init(logr.RuntimeInfo)                   {}
+func (failureSink) Enabled(int) bool                        { return false } // Info lines cost nothing
+func (failureSink) Info(int, string, ...any)                {}
+func (s failureSink) Error(err error, msg string, _ ...any) { s.f.add(err, msg) }
+func (s failureSink) WithValues(...any) logr.LogSink        { return s }
+func (s failureSink) WithName(string) logr.LogSink          { return s }
