@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/manager"
 )
 
@@ -23,6 +24,10 @@ func main() {
 	flag.StringVar(&opts.MetricsAddress, "metrics-bind-address", ":8080", `address of /metrics ("0" disables it)`)
 	flag.BoolVar(&opts.MetricsSecure, "metrics-secure", true, "serve /metrics over TLS with the webhook's certificate, only to callers the API server authorizes for GET /metrics (false: plain HTTP, open)")
 	flag.BoolVar(&opts.LeaderElect, "leader-elect", true, "elect a leader among replicas for the background controllers (webhooks are served by every replica)")
+	opts.LeaderElection = lease.DefaultTiming
+	flag.DurationVar(&opts.LeaderElection.LeaseDuration, manager.FlagLeaseDuration, opts.LeaderElection.LeaseDuration, "how long the elected replica's lease lasts unrenewed: a crashed leader's controllers resume on another replica after it")
+	flag.DurationVar(&opts.LeaderElection.RenewDeadline, manager.FlagRenewDeadline, opts.LeaderElection.RenewDeadline, "how long the elected replica keeps trying to renew before it gives up the lease and restarts")
+	flag.DurationVar(&opts.LeaderElection.RetryPeriod, manager.FlagRetryPeriod, opts.LeaderElection.RetryPeriod, "how often the replicas try to acquire or renew the lease")
 	flag.BoolVar(&opts.EnableHTTP2, "enable-http2", false, "serve webhooks and metrics over HTTP/2 as well")
 	flag.StringVar(&opts.MultiCluster.ClusterName, "multicluster-cluster-name", "", "this cluster's name among the clusters electing through MultiClusterLeases; set, it runs the multi-cluster election controller")
 	flag.Func("multicluster-etcd-endpoints", "comma-separated https:// client URLs of the global etcd", func(v string) error {

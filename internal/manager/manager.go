@@ -34,6 +34,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/leaderservice"
+	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	"github.com/leasegate/leasegate/internal/validate"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -63,7 +64,9 @@ type Options struct {
 	// authenticates (TokenReview) and authorizes for GET /metrics (SubjectAccessReview).
 	MetricsSecure bool
 	LeaderElect   bool
-	EnableHTTP2   bool
+	// LeaderElection is the timing of the replicas' own election, validated as an agent's is.
+	LeaderElection lease.Timing
+	EnableHTTP2    bool
 	// MultiCluster runs the MultiClusterLease election controller when its cluster name is set.
 	MultiCluster multicluster.Options
 }
@@ -93,11 +96,33 @@ func metricsOptions(opts Options, tlsOpts []func(*tls.Config)) metricsserver.Opt
 	return metrics
 }
 
+// The flags of the replicas' own election's timing, named as kube-controller-manager names its own.
+const (
+	FlagLeaseDuration = "leader-elect-lease-duration"
+	FlagRenewDeadline = "leader-elect-renew-deadline"
+	FlagRetryPeriod   = "leader-elect-retry-period"
+)
+
+// validateLeaderElection holds the replicas' election to the rules an agent's is held to (retry period <
+// renew deadline < lease duration), naming the flag at fault.
+func validateLeaderElection(t lease.Timing) error {
+	var timingErr *lease.TimingError
+	if err := t.Validate(); errors.As(err, &timingErr) {
+		flag := map[lease.TimingField]string{lease.LeaseDurationField: FlagLeaseDuration, lease.RenewDeadlineField: FlagRenewDeadline, lease.RetryPeriodField: FlagRetryPeriod}[timingErr.Field]
+		return fmt.Errorf("--%s=%s: %s (--%s=%s --%s=%s --%s=%s)", flag, timingErr.Value, timingErr.Reason,
+			FlagLeaseDuration, t.LeaseDuration, FlagRenewDeadline, t.RenewDeadline, FlagRetryPeriod, t.RetryPeriod)
+	}
+	return nil
+}
+
 // Run serves until ctx ends.
 func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	log := ctrl.Log.WithName("setup")
 	if opts.Namespace == "" {
 		return fmt.Errorf("--namespace is required (or POD_NAMESPACE): leasegate's own namespace, where %s lives", opts.ConfigName)
+	}
+	if err := validateLeaderElection(opts.LeaderElection); err != nil {
+		return err
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
 	if err != nil {
@@ -128,6 +153,9 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		LeaderElectionID:              "leasegate-webhook",
 		LeaderElectionNamespace:       opts.Namespace,
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 &opts.LeaderElection.LeaseDuration,
+		RenewDeadline:                 &opts.LeaderElection.RenewDeadline,
+		RetryPeriod:                   &opts.LeaderElection.RetryPeriod,
 		// Cache only what leasegate looks at: injected pods, what it provisions, its own ConfigMap.
 		Cache: cache.Options{
 			// Nothing leasegate does reads managedFields: dropped, the webhook holding 18,000 injected pods

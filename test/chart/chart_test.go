@@ -76,6 +76,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"an unknown failure policy", "webhook:\n  failurePolicy: {guarded: Sometimes}\n", []string{`at '/webhook/failurePolicy/guarded': value must be one of 'Fail', 'Ignore'`}},
 		{"no replicas", "replicaCount: 0\n", []string{`at '/replicaCount': minimum: got 0, want 1`}},
 		{"a duration that is not one", "config:\n  election: {leaseDuration: fifteen}\n", []string{`at '/config/election/leaseDuration'`}},
+		{"a webhook election timing that is not a duration", "leaderElection: {renewDeadline: ten}\n", []string{`at '/leaderElection/renewDeadline'`}},
+		{"a flow control precedence past the built-in catch-all", "flowControl: {matchingPrecedence: 10000}\n", []string{`at '/flowControl/matchingPrecedence': maximum: got 10,000, want 9,999`}},
 		{"a guard without resources", "config:\n  guards: [{name: g, lease: l}]\n", []string{`at '/config/guards/0': missing property 'resources'`}},
 		{"an unknown enforcement", "config:\n  guards: [{name: g, lease: l, resources: [{group: apps, resources: [deployments]}], enforcement: block}]\n",
 			[]string{`at '/config/guards/0/enforcement': value must be one of 'deny', 'warn', 'dryrun'`}},
