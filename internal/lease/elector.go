@@ -71,10 +71,12 @@ type Elector struct {
 	clock clock.Clock
 
 	// observed is the latest version of the lease the watch delivered (nil before the first, and after a
-	// delete); synced is set once the watch has listed it, watching while a watch stream is open.
+	// delete); synced is set once the watch has listed it, watching while a watch stream is open, listedAt
+	// (Unix nanoseconds) when it last listed it.
 	observed atomic.Pointer[Lease]
 	synced   atomic.Bool
 	watching atomic.Bool
+	listedAt atomic.Int64
 
 	// Loop-owned election state. current is the latest version of the lease this elector read or wrote:
 	// the base of its next compare-and-swap.
@@ -161,7 +163,11 @@ func (e *Elector) Run(ctx context.Context) {
 	go e.watch(ctx, changed)
 	defer e.release()
 
-	timer := e.clock.NewTimer(e.actNow(ctx))
+	// The first act waits for the watch's first list (it comes through changed), up to a retry period:
+	// acting on that list, not on a read of the lease beside it, halves the reads of an agent starting,
+	// and thousands start at once when a node pool scales up or a control plane comes back. A list that
+	// does not come in time leaves the first act to read the lease itself.
+	timer := e.clock.NewTimer(e.cfg.Timing.RetryPeriod)
 	defer timer.Stop()
 	for {
 		select {
@@ -256,11 +262,16 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timing.RenewDeadline)
 	defer cancel()
 
-	// While the watch is open its copy is the base for the compare-and-swap, which saves a read on the
-	// failover path; if the copy is stale the write conflicts and the watch soon brings the news. While
-	// the watch is down (an API server restart), each attempt reads the lease first.
+	// While the watch is open, or listed the lease within the last retry period, its copy (nil: there is
+	// no lease) is the base for the compare-and-swap, which saves a read on the failover path and at
+	// start; if the copy is stale the write conflicts and the next attempt reads first. While the watch is
+	// down (an API server restart), each attempt reads the lease first.
 	base := e.observed.Load()
-	if base == nil || !e.watching.Load() || e.readFirst {
+	fresh := e.synced.Load() && (e.watching.Load() || e.clock.Since(time.Unix(0, e.listedAt.Load())) < retry)
+	if base == nil && fresh && !e.readFirst {
+		return e.create(reqCtx)
+	}
+	if base == nil || !fresh || e.readFirst {
 		e.readFirst = false
 		var err error
 		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)

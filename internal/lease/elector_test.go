@@ -35,6 +35,9 @@ type memStore struct {
 	// the watches asked for.
 	endWatches bool
 	watches    int
+	// gets counts the reads of the lease by name; failLists, when set, is what every List returns.
+	gets      int
+	failLists error
 }
 
 type memEvent struct {
@@ -58,6 +61,7 @@ func decodeLease(t interface{ Fatal(...any) }, data []byte) *Lease {
 func (s *memStore) Get(_ context.Context, _, _ string) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.gets++
 	if s.object == nil {
 		return nil, statusErr(404, "NotFound")
 	}
@@ -114,6 +118,9 @@ func (s *memStore) storeLocked(l *Lease, kind EventType) *Lease {
 func (s *memStore) List(context.Context, string, string) (*Lease, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.failLists != nil {
+		return nil, "", s.failLists
+	}
 	if s.object == nil {
 		return nil, strconv.Itoa(s.rv), nil
 	}
@@ -370,6 +377,43 @@ func TestElectorTakesAReleasedLeaseWithoutWaiting(t *testing.T) {
 	settle()
 	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
 	eventually(t, "it takes the released lease through its watch, the clock standing still", func() bool { return e.Status().IsLeader })
+}
+
+// TestElectorStartsOnItsWatchsList: an elector starting acts on its watch's first list, without a read of
+// the lease beside it, unless that list does not come within a retry period.
+func TestElectorStartsOnItsWatchsList(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		lease     *Lease
+		failLists bool
+		wantGets  int
+	}{
+		{name: "a missing lease is created without a read", wantGets: 0},
+		{name: "a released lease is taken without a read", lease: heldLease("", start.Add(-time.Minute)), wantGets: 0},
+		{name: "its own lease from before a restart is taken back without a read", lease: heldLease("a-0_ua", start), wantGets: 0},
+		{name: "with no list, the first act reads the lease after a retry period", lease: heldLease("", start.Add(-time.Minute)), failLists: true, wantGets: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, clock := storeWith(t, tc.lease), clocktesting.NewFakeClock(start)
+			if tc.failLists {
+				store.failLists = statusErr(503, "ServiceUnavailable")
+			}
+			e, _ := runElector(t, store, clock, "a-0_ua")
+			if tc.failLists {
+				settle()
+				if e.Status().IsLeader {
+					t.Fatal("it acted before its list came or a retry period passed")
+				}
+				clock.Step(testTiming.RetryPeriod)
+			}
+			eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			if store.gets != tc.wantGets {
+				t.Errorf("it read the lease %d times, want %d", store.gets, tc.wantGets)
+			}
+		})
+	}
 }
 
 func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {

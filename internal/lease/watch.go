@@ -63,6 +63,7 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 				continue
 			}
 			resourceVersion = rv
+			e.listedAt.Store(e.clock.Now().UnixNano())
 			e.synced.Store(true)
 			notify(l)
 		}

@@ -70,8 +70,9 @@ type WebhookBench struct {
 	dir          string
 }
 
-// StartWebhookBench starts the control plane, then the webhook built from this tree; Stop undoes both.
-func StartWebhookBench(ctx context.Context) (*WebhookBench, error) {
+// StartWebhookBench starts the control plane, then the webhook built from this tree with webhookArgs added
+// to its flags; Stop undoes both.
+func StartWebhookBench(ctx context.Context, webhookArgs ...string) (*WebhookBench, error) {
 	cp, err := StartControlPlane()
 	if err != nil {
 		return nil, err
@@ -80,7 +81,7 @@ func StartWebhookBench(ctx context.Context) (*WebhookBench, error) {
 	var binary string
 	if b.dir, err = os.MkdirTemp("", "leasegate-bench-"); err == nil {
 		if binary, err = BuildWebhook(b.dir); err == nil {
-			b.Webhook, err = cp.StartWebhook(ctx, binary, b.dir, "leasegate-system")
+			b.Webhook, err = cp.StartWebhook(ctx, binary, b.dir, "leasegate-system", webhookArgs...)
 		}
 	}
 	if err != nil {
