@@ -68,25 +68,6 @@ func TestClientWatchesOneLeaseByName(t *testing.T) {
 	}
 }
 
-func TestClientListsOneLeaseFromTheWatchCache(t *testing.T) {
-	client := NewClient(testAPI(t, func(w http.ResponseWriter, r *http.Request) {
-		q := r.URL.Query()
-		if r.URL.Path != "/apis/coordination.k8s.io/v1/namespaces/shop/leases" || q.Get("watch") != "" ||
-			q.Get("fieldSelector") != "metadata.name=orders" || q.Get("resourceVersion") != "0" {
-			http.Error(w, "unexpected "+r.URL.String(), http.StatusTeapot)
-			return
-		}
-		_, _ = w.Write([]byte(`{"kind":"LeaseList","metadata":{"resourceVersion":"77"},"items":[{"metadata":{"name":"orders","namespace":"shop","resourceVersion":"70"},"spec":{"holderIdentity":"a-0_ua"}}]}`))
-	}))
-	l, resourceVersion, err := client.List(context.Background(), "shop", "orders")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if l == nil || l.Spec.HolderIdentity != "a-0_ua" || resourceVersion != "77" {
-		t.Errorf("List = %+v, %q; want the lease held by a-0_ua and the list's resourceVersion 77", l, resourceVersion)
-	}
-}
-
 func TestClientWatchEndsOnWhatItCannotRead(t *testing.T) {
 	client := NewClient(testAPI(t, func(w http.ResponseWriter, _ *http.Request) {
 		_, _ = w.Write([]byte(`{"type":"ADDED","object":{"metadata":{"name":"orders","resourceVersion":"1"}}}

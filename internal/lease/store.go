@@ -12,7 +12,7 @@ type Store interface {
 	// Update writes lease if its resourceVersion is still current; a stale one fails with a Conflict.
 	Update(ctx context.Context, lease *Lease) (*Lease, error)
 	// List reads the lease of this name, nil when there is none, and the resourceVersion a watch of it
-	// starts from. It may be a moment behind the latest write (an API server's watch cache).
+	// starts from.
 	List(ctx context.Context, namespace, name string) (lease *Lease, resourceVersion string, err error)
 	// Watch streams the changes to the lease of this name after resourceVersion, until ctx ends or the
 	// server ends the watch (the channel closes). An expired resourceVersion arrives as an Error event.
