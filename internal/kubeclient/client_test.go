@@ -200,3 +200,57 @@ func TestDoGivesUpRetryingAtTheCallersDeadline(t *testing.T) {
 		t.Errorf("error %v after %s: want the 429 back at the deadline, not after Retry-After", err, time.Since(start))
 	}
 }
+
+func TestRetryBudget(t *testing.T) {
+	tests := []struct {
+		name      string
+		history   string // s: a request shed (429), a: one answered
+		wantRetry bool   // whether the next shed request is sent again
+	}{
+		{name: "a fresh client retries", history: "", wantRetry: true},
+		{name: "a moment of shedding is still retried", history: "sss", wantRetry: true},
+		{name: "five shed in a row spend half the budget: no more retries", history: "sssss", wantRetry: false},
+		{name: "answers between sheddings keep the budget", history: "ssaaaaaaaaaaaaaaaaaaaaas", wantRetry: true},
+		{name: "a long overload needs sixty answers to earn retries back", history: "ssssssssssssssssssss" + strings.Repeat("a", 59), wantRetry: false},
+		{name: "and retries again after them", history: "ssssssssssssssssssss" + strings.Repeat("a", 61), wantRetry: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b retryBudget
+			for _, r := range tt.history {
+				if r == 's' {
+					b.shed()
+				} else {
+					b.answered()
+				}
+			}
+			if got := b.shed(); got != tt.wantRetry {
+				t.Errorf("after %q, retry = %v, want %v", tt.history, got, tt.wantRetry)
+			}
+		})
+	}
+}
+
+// TestDoStopsRetryingWhileTheServerShedsMostRequests: a client whose requests the server keeps shedding
+// sends each once, instead of up to maxRetries more times.
+func TestDoStopsRetryingWhileTheServerShedsMostRequests(t *testing.T) {
+	var requests atomic.Int32
+	client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		w.Header().Set("Retry-After", "1")
+		w.WriteHeader(http.StatusTooManyRequests)
+	})
+	// Each request gives up during its first wait; the server shed each.
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+		_ = client.Do(ctx, Request{Method: http.MethodPut, Path: "/x"}, nil)
+		cancel()
+	}
+	requests.Store(0)
+	// With time to retry, the next is sent once: the budget is spent.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := client.Do(ctx, Request{Method: http.MethodPut, Path: "/x"}, nil); err == nil || requests.Load() != 1 {
+		t.Errorf("%d requests, error %v: want one, and the 429", requests.Load(), err)
+	}
+}
