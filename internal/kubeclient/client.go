@@ -16,7 +16,6 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 )
 
@@ -26,9 +25,8 @@ const maxUndecodedBody = 64 << 10
 
 // Client sends JSON requests to one API server.
 type Client struct {
-	host    *url.URL
-	http    *http.Client
-	retries retryBudget
+	host *url.URL
+	http *http.Client
 }
 
 // New builds a client for config.
@@ -96,8 +94,7 @@ func (c *Client) Stream(ctx context.Context, req Request) (io.ReadCloser, error)
 
 // maxRetries is how often a request the server asked to retry (429, or 5xx with Retry-After: API
 // Priority and Fairness shedding load, a server starting) is sent again, as client-go's REST client
-// does; each waits the Retry-After the server gave (at most maxRetryAfter), within the caller's context,
-// and only while the client's retryBudget lasts.
+// does; each waits the Retry-After the server gave (at most maxRetryAfter), within the caller's context.
 const (
 	maxRetries    = 10
 	maxRetryAfter = 10 * time.Second
@@ -132,18 +129,13 @@ func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Re
 			return nil, err
 		}
 		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-			c.retries.answered()
 			return resp, nil
 		}
 		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
 		resp.Body.Close()
 		failure := statusError(resp.StatusCode, errBody)
 		wait, retry := retryAfter(resp)
-		if !retry {
-			c.retries.answered() // a refusal (409, 404, 403) is the server working
-			return nil, failure
-		}
-		if !c.retries.shed() || attempt == maxRetries {
+		if !retry || attempt == maxRetries {
 			return nil, failure
 		}
 		t := time.NewTimer(wait)
@@ -154,38 +146,6 @@ func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Re
 		case <-t.C:
 		}
 	}
-}
-
-// retryBudget keeps a client from retrying while the server sheds most of what it sends, as gRPC's retry
-// throttling does: each request the server asks to send again spends a token, each answered one earns a
-// tenth of one back, and a request is sent again only while more than half of the budget is left. An
-// overloaded API server (API Priority and Fairness shedding with 429) otherwise gets up to maxRetries
-// more requests for each one it sheds, and thousands of agents doing that keep it overloaded; with the
-// budget spent, a renewal or an attempt to take the lease fails at once and the elector tries again at
-// its own pace (once per retry period). A few 429s in a row, a moment of shedding, are still retried.
-type retryBudget struct {
-	mu    sync.Mutex
-	spent float64 // of retryTokens; zero: the whole budget is left
-}
-
-const (
-	retryTokens       = 10
-	retryTokensEarned = 0.1
-)
-
-// shed records a request the server asked to send again and reports whether it may be.
-func (b *retryBudget) shed() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.spent = min(b.spent+1, retryTokens)
-	return b.spent < retryTokens/2
-}
-
-// answered records a request the server acted on.
-func (b *retryBudget) answered() {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.spent = max(b.spent-retryTokensEarned, 0)
 }
 
 // retryAfter reports whether the server asked for the request again, and after how long: a 429, or a
