@@ -101,7 +101,8 @@ func (c *Client) Update(ctx context.Context, lease *Lease) (*Lease, error) {
 // list is consistent, not at resourceVersion 0 from the watch cache as client-go's reflector lists: tried
 // in test/electionload at 5,000 leases, cache lists let 15,000 electors start twice as fast, and that
 // burst tipped the 2-core API server, asked for 500 renewals a second, into an overload it did not leave
-// (429s and conflicts feeding each other). Change it together with a retry budget.
+// (429s and conflicts feeding each other). Change it only once the watch's backoff and the elector's
+// attempts honour the server's Retry-After (the README's roadmap).
 func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, string, error) {
 	var list struct {
 		Metadata struct {

@@ -267,11 +267,11 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	// start; if the copy is stale the write conflicts and the next attempt reads first. While the watch is
 	// down (an API server restart), each attempt reads the lease first.
 	base := e.observed.Load()
-	fresh := e.synced.Load() && (e.watching.Load() || e.clock.Since(time.Unix(0, e.listedAt.Load())) < retry)
-	if base == nil && fresh && !e.readFirst {
+	fresh := e.watching.Load() || e.clock.Since(time.Unix(0, e.listedAt.Load())) < retry
+	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
 	}
-	if base == nil || !fresh || e.readFirst {
+	if !fresh || e.readFirst {
 		e.readFirst = false
 		var err error
 		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -26,14 +25,16 @@ type failures struct {
 func (f *failures) logger() logr.Logger { return logr.New(failureSink{f}) }
 
 func (f *failures) add(err error, msg string) {
-	kind := err.Error()
+	// The innermost cause, so that errors naming each lease's URL (url.Error, a failed decode) count as
+	// one kind; the API server's refusals by code and reason.
+	cause := err
+	for next := errors.Unwrap(cause); next != nil; next = errors.Unwrap(cause) {
+		cause = next
+	}
+	kind := cause.Error()
 	var status *kubeclient.StatusError
-	var request *url.Error // the lease's URL told apart would make a kind of each namespace
-	switch {
-	case errors.As(err, &status):
+	if errors.As(err, &status) {
 		kind = fmt.Sprintf("%d %s", status.Status.Code, status.Status.Reason)
-	case errors.As(err, &request):
-		kind = request.Op + ": " + request.Err.Error()
 	}
 	if len(kind) > 80 {
 		kind = kind[:80] + "..."
