@@ -12,6 +12,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -43,6 +44,15 @@ func New(config *Config) (*Client, error) {
 // impersonated by a round tripper of its own) holds one connection to the API server, as the agents of
 // a node would hold one each.
 func NewForHTTPClient(host string, httpClient *http.Client) (*Client, error) {
+	u, err := serverURL(host)
+	if err != nil {
+		return nil, err
+	}
+	return &Client{host: u, http: httpClient}, nil
+}
+
+// serverURL is the API server's URL: a bare host:port means https.
+func serverURL(host string) (*url.URL, error) {
 	if !strings.Contains(host, "://") {
 		host = "https://" + host
 	}
@@ -51,7 +61,7 @@ func NewForHTTPClient(host string, httpClient *http.Client) (*Client, error) {
 		return nil, fmt.Errorf("server %q: not a URL such as https://10.96.0.1:443", host)
 	}
 	u.Path = strings.TrimSuffix(u.Path, "/")
-	return &Client{host: u, http: httpClient}, nil
+	return u, nil
 }
 
 // Request is one API call: method and path (such as /apis/coordination.k8s.io/v1/namespaces/shop/leases),
@@ -66,7 +76,7 @@ type Request struct {
 // Do sends req and decodes a successful response's JSON into into (when not nil). A response outside
 // 2xx is a *StatusError.
 func (c *Client) Do(ctx context.Context, req Request, into any) error {
-	resp, err := c.send(ctx, req, "application/json")
+	resp, err := c.send(ctx, req, "application/json", retryableRequestError)
 	if err != nil {
 		return err
 	}
@@ -85,22 +95,38 @@ func (c *Client) Do(ctx context.Context, req Request, into any) error {
 // Stream sends req, a GET with watch=true, and returns the open response body: one JSON watch event
 // after another until the server ends the watch or ctx ends. A refusal is a *StatusError.
 func (c *Client) Stream(ctx context.Context, req Request) (io.ReadCloser, error) {
-	resp, err := c.send(ctx, req, "application/json;stream=watch")
+	resp, err := c.send(ctx, req, "application/json;stream=watch", retryableWatchError)
 	if err != nil {
 		return nil, err
 	}
 	return resp.Body, nil
 }
 
-// maxRetries is how often a request the server asked to retry (429, or 5xx with Retry-After: API
-// Priority and Fairness shedding load, a server starting) is sent again, as client-go's REST client
-// does; each waits the Retry-After the server gave (at most maxRetryAfter), within the caller's context.
-const (
-	maxRetries    = 10
-	maxRetryAfter = 10 * time.Second
-)
+// maxRetries is how often a request is sent again, as client-go's REST client does: when the server
+// asked for it (429 or 5xx with Retry-After: API Priority and Fairness shedding load, a server starting),
+// after the Retry-After it gave; or when the connection failed in a way that is safe to retry
+// (retryableRequestError, retryableWatchError), after a second. All within the caller's context.
+const maxRetries = 10
 
-func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Response, error) {
+// errorRetryAfter is the wait before a request whose connection failed is sent again: client-go answers
+// such a failure with a made-up "Retry-After: 1".
+const errorRetryAfter = time.Second
+
+// retryableRequestError reports whether a request that failed with err is sent again: a GET (which
+// changes nothing) whose connection was reset or closed, as an API server that restarts or sheds a
+// connection does. Writes are not retried: the server may have acted on them. client-go's REST client
+// (rest.Request.request) decides the same.
+func retryableRequestError(method string, err error) bool {
+	return method == http.MethodGet && (IsConnectionReset(err) || IsProbableEOF(err) || IsHTTP2ConnectionLost(err))
+}
+
+// retryableWatchError reports whether a watch request that failed with err is sent again: a connection
+// closed or timed out (client-go's rest.Request.Watch).
+func retryableWatchError(_ string, err error) bool {
+	return IsProbableEOF(err) || IsTimeout(err)
+}
+
+func (c *Client) send(ctx context.Context, req Request, accept string, retryable func(method string, err error) bool) (*http.Response, error) {
 	u := *c.host
 	u.Path += req.Path
 	u.RawQuery = req.Query.Encode()
@@ -124,18 +150,27 @@ func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Re
 		if data != nil {
 			httpReq.Header.Set("Content-Type", "application/json")
 		}
+		var failure error
+		var wait time.Duration
 		resp, err := c.http.Do(httpReq)
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		switch {
+		case err != nil:
+			if ctx.Err() != nil || !retryable(req.Method, err) {
+				return nil, err
+			}
+			failure, wait = err, errorRetryAfter
+		case resp.StatusCode >= 200 && resp.StatusCode <= 299:
 			return resp, nil
+		default:
+			errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
+			resp.Body.Close()
+			failure = statusError(resp.StatusCode, errBody)
+			var retry bool
+			if wait, retry = retryAfter(resp); !retry {
+				return nil, failure
+			}
 		}
-		errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
-		resp.Body.Close()
-		failure := statusError(resp.StatusCode, errBody)
-		wait, retry := retryAfter(resp)
-		if !retry || attempt == maxRetries {
+		if attempt == maxRetries {
 			return nil, failure
 		}
 		t := time.NewTimer(wait)
@@ -148,16 +183,19 @@ func (c *Client) send(ctx context.Context, req Request, accept string) (*http.Re
 	}
 }
 
-// retryAfter reports whether the server asked for the request again, and after how long: a 429, or a
-// 5xx with a Retry-After header (the request was not acted on), as client-go's REST client retries.
+// retryAfter reports whether the server asked for the request again, and after how long: a 429 or a 5xx
+// with a Retry-After header of whole seconds, as client-go's REST client reads it (checkWait,
+// retryAfterSeconds). A 429 without one is not retried: client-go hands it to the caller, and so does
+// this client, which has no rate limiter to slow a retry down with. A date in Retry-After is not read,
+// as client-go does not read it either.
 func retryAfter(resp *http.Response) (time.Duration, bool) {
-	header := resp.Header.Get("Retry-After")
-	if resp.StatusCode != http.StatusTooManyRequests && (resp.StatusCode < 500 || header == "") {
+	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
 		return 0, false
 	}
-	seconds, err := strconv.Atoi(header)
-	if err != nil || seconds < 1 {
-		seconds = 1
+	seconds, err := strconv.Atoi(resp.Header.Get("Retry-After"))
+	if err != nil {
+		return 0, false
 	}
-	return min(time.Duration(seconds)*time.Second, maxRetryAfter), true
+	// Clamped so that no header overflows the duration.
+	return time.Duration(min(max(seconds, 0), math.MaxInt32)) * time.Second, true
 }

@@ -3,15 +3,20 @@ package kubeclient
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 )
 
 // serve answers every request with handler and returns a client of it.
@@ -156,10 +161,13 @@ func TestDoRetriesWhatTheServerAsksToRetry(t *testing.T) {
 		wantRetried bool
 	}{
 		{name: "429 from API Priority and Fairness, with Retry-After", code: 429, retryAfter: "1", wantRetried: true},
-		{name: "429 without Retry-After waits a second", code: 429, wantRetried: true},
+		{name: "429 with Retry-After 0 is retried at once", code: 429, retryAfter: "0", wantRetried: true},
+		{name: "429 without Retry-After is the caller's to handle, as in client-go", code: 429},
+		{name: "429 with a date for Retry-After is not read, as in client-go", code: 429, retryAfter: "Wed, 25 Nov 2026 12:00:00 GMT"},
 		{name: "503 with Retry-After", code: 503, retryAfter: "1", wantRetried: true},
 		{name: "503 without Retry-After is the caller's to handle", code: 503},
 		{name: "409 is never retried: the compare-and-swap lost", code: 409},
+		{name: "409 with Retry-After is not retried either", code: 409, retryAfter: "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -198,5 +206,93 @@ func TestDoGivesUpRetryingAtTheCallersDeadline(t *testing.T) {
 	err := client.Do(ctx, Request{Method: http.MethodGet, Path: "/x"}, nil)
 	if err == nil || time.Since(start) > 2*time.Second {
 		t.Errorf("error %v after %s: want the 429 back at the deadline, not after Retry-After", err, time.Since(start))
+	}
+}
+
+func TestRetriesAfterAConnectionFailure(t *testing.T) {
+	tests := []struct {
+		name        string
+		method      string
+		watch       bool
+		cut         func(net.Conn) // what the server does to the first request's connection
+		wantRetried bool
+	}{
+		{name: "a GET whose connection is reset is sent again", method: http.MethodGet, cut: reset, wantRetried: true},
+		{name: "a GET whose connection closes without an answer is sent again", method: http.MethodGet, cut: closeConn, wantRetried: true},
+		{name: "a PUT whose connection is reset is not: the server may have acted on it", method: http.MethodPut, cut: reset},
+		{name: "a POST whose connection closes is not", method: http.MethodPost, cut: closeConn},
+		{name: "a watch whose connection is reset is sent again", method: http.MethodGet, watch: true, cut: reset, wantRetried: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int32
+			client := serve(t, func(w http.ResponseWriter, r *http.Request) {
+				if requests.Add(1) == 1 {
+					conn, _, err := w.(http.Hijacker).Hijack()
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					tt.cut(conn)
+					return
+				}
+				_, _ = w.Write([]byte(`{}`))
+			})
+			req := Request{Method: tt.method, Path: "/x"}
+			var err error
+			if tt.watch {
+				var body io.ReadCloser
+				if body, err = client.Stream(context.Background(), req); err == nil {
+					body.Close()
+				}
+			} else {
+				err = client.Do(context.Background(), req, nil)
+			}
+			if retried := requests.Load() == 2; retried != tt.wantRetried || (err == nil) != tt.wantRetried {
+				t.Errorf("%d requests, error %v: want retried %v", requests.Load(), err, tt.wantRetried)
+			}
+		})
+	}
+}
+
+// reset closes conn with a TCP reset, as a peer whose process died or a middlebox that dropped it.
+func reset(conn net.Conn) {
+	_ = conn.(*net.TCPConn).SetLinger(0)
+	conn.Close()
+}
+
+func closeConn(conn net.Conn) { conn.Close() }
+
+func TestConnectionFailuresAsClientGoTellsThemApart(t *testing.T) {
+	goAway := errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=3, ErrCode=NO_ERROR, debug=""`)
+	tests := []struct {
+		name                                   string
+		err                                    error
+		probableEOF, reset, lost, timeout, get bool
+	}{
+		{name: "end of file", err: io.EOF, probableEOF: true, get: true},
+		{name: "end of file inside a url.Error", err: &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, probableEOF: true, get: true},
+		{name: "unexpected end of file", err: io.ErrUnexpectedEOF, probableEOF: true, get: true},
+		{name: "GOAWAY and close", err: &url.Error{Op: "Get", URL: "https://x", Err: goAway}, probableEOF: true, get: true},
+		{name: "reset", err: &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}, probableEOF: true, reset: true, get: true},
+		{name: "HTTP/2 health check failed", err: errors.New("http2: client connection lost"), lost: true, get: true},
+		{name: "timeout", err: &url.Error{Op: "Get", URL: "https://x", Err: context.DeadlineExceeded}, timeout: true},
+		{name: "refused: the server is not there, no request was read", err: &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}},
+		{name: "a TLS failure", err: errors.New("tls: failed to verify certificate: x509: certificate signed by unknown authority")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := [5]bool{IsProbableEOF(tt.err), IsConnectionReset(tt.err), IsHTTP2ConnectionLost(tt.err), IsTimeout(tt.err), retryableRequestError(http.MethodGet, tt.err)}
+			if want := [5]bool{tt.probableEOF, tt.reset, tt.lost, tt.timeout, tt.get}; got != want {
+				t.Errorf("probable EOF, reset, lost, timeout, GET retried = %v, want %v", got, want)
+			}
+			apimachinery := [4]bool{utilnet.IsProbableEOF(tt.err), utilnet.IsConnectionReset(tt.err), utilnet.IsHTTP2ConnectionLost(tt.err), utilnet.IsTimeout(tt.err)}
+			if [4]bool(got[:4]) != apimachinery {
+				t.Errorf("probable EOF, reset, lost, timeout = %v, apimachinery's util/net says %v", got[:4], apimachinery)
+			}
+			if retryableRequestError(http.MethodPut, tt.err) {
+				t.Error("a PUT is retried")
+			}
+		})
 	}
 }

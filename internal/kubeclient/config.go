@@ -18,8 +18,12 @@ import (
 type Config struct {
 	// Host is the API server, such as "https://10.96.0.1:443"; a bare host:port means https.
 	Host string
-	// CAData is the PEM bundle of the server's CA; empty means the system roots.
+	// CAData is the PEM bundle of the server's CA; empty (and no CAFile) means the system roots.
 	CAData []byte
+	// CAFile is a file holding that bundle instead (the pod's ca.crt, a kubeconfig's
+	// certificate-authority): read again at each new connection, so a rotated CA is trusted on the first
+	// connection after the file gained it.
+	CAFile string
 	// ServerName overrides the name the server's certificate must carry (kubeconfig tls-server-name),
 	// for a server reached by an address its certificate does not name.
 	ServerName string
@@ -59,14 +63,13 @@ func inCluster(getenv func(string) string, dir string) (*Config, error) {
 		return nil, fmt.Errorf("the service account token: %w (is automountServiceAccountToken false for this pod?)", err)
 	}
 	caFile := filepath.Join(dir, "ca.crt")
-	ca, err := os.ReadFile(caFile)
-	if err != nil {
+	if _, err := os.ReadFile(caFile); err != nil {
 		return nil, fmt.Errorf("the cluster's CA: %w (is automountServiceAccountToken false for this pod?)", err)
 	}
 	return &Config{
 		// JoinHostPort brackets an IPv6 address, as on an IPv6-only cluster.
 		Host:            "https://" + net.JoinHostPort(host, port),
-		CAData:          ca,
+		CAFile:          caFile,
 		BearerTokenFile: tokenFile,
 	}, nil
 }
@@ -111,18 +114,20 @@ type kubeconfigCluster struct {
 }
 
 type kubeconfigUser struct {
-	Token                 string   `json:"token"`
-	TokenFile             string   `json:"tokenFile"`
-	ClientCertificate     string   `json:"client-certificate"`
-	ClientCertificateData string   `json:"client-certificate-data"`
-	ClientKey             string   `json:"client-key"`
-	ClientKeyData         string   `json:"client-key-data"`
-	Username              string   `json:"username"`
-	Password              string   `json:"password"`
-	Exec                  any      `json:"exec"`
-	AuthProvider          any      `json:"auth-provider"`
-	As                    string   `json:"as"`
-	AsGroups              []string `json:"as-groups"`
+	Token                 string              `json:"token"`
+	TokenFile             string              `json:"tokenFile"`
+	ClientCertificate     string              `json:"client-certificate"`
+	ClientCertificateData string              `json:"client-certificate-data"`
+	ClientKey             string              `json:"client-key"`
+	ClientKeyData         string              `json:"client-key-data"`
+	Username              string              `json:"username"`
+	Password              string              `json:"password"`
+	Exec                  any                 `json:"exec"`
+	AuthProvider          any                 `json:"auth-provider"`
+	As                    string              `json:"as"`
+	AsUID                 string              `json:"as-uid"`
+	AsGroups              []string            `json:"as-groups"`
+	AsUserExtra           map[string][]string `json:"as-user-extra"`
 }
 
 // LoadKubeconfig reads the kubeconfig file at path: its current-context's cluster and user. Relative
@@ -144,6 +149,17 @@ func parseKubeconfig(data []byte, dir string) (*Config, error) {
 		return nil, fmt.Errorf("not a kubeconfig: %w", err)
 	}
 
+	// client-go refuses a file with two entries of one name in a list, whichever it would use: reading
+	// the first, or the last, would connect to a cluster or as a user the file's author may not mean.
+	if err := unique("contexts", file.Contexts, func(c kubeconfigContextEntry) string { return c.Name }); err != nil {
+		return nil, err
+	}
+	if err := unique("clusters", file.Clusters, func(c kubeconfigClusterEntry) string { return c.Name }); err != nil {
+		return nil, err
+	}
+	if err := unique("users", file.Users, func(u kubeconfigUserEntry) string { return u.Name }); err != nil {
+		return nil, err
+	}
 	if file.CurrentContext == "" {
 		return nil, errors.New("no current-context: set one with kubectl config use-context")
 	}
@@ -176,6 +192,20 @@ func parseKubeconfig(data []byte, dir string) (*Config, error) {
 	return config, nil
 }
 
+// unique refuses a kubeconfig list (contexts, clusters, users) with two entries of one name, in the
+// meaning of client-go's refusal ("duplicate name ... in list").
+func unique[E any](list string, entries []E, name func(E) string) error {
+	seen := make(map[string]bool, len(entries))
+	for _, e := range entries {
+		n := name(e)
+		if seen[n] {
+			return fmt.Errorf("%s: duplicate name %q: client-go refuses this kubeconfig too; keep one entry of each name", list, n)
+		}
+		seen[n] = true
+	}
+	return nil
+}
+
 // byName is the value of the first entry of a kubeconfig list (contexts, clusters, users) named name.
 func byName[E, V any](entries []E, name string, entry func(E) (string, V)) (V, bool) {
 	for _, e := range entries {
@@ -197,6 +227,14 @@ func (c *Config) setCluster(cluster kubeconfigCluster, dir string) error {
 	c.Host = cluster.Server
 	c.ServerName = cluster.TLSServerName
 	c.Insecure = cluster.InsecureSkipTLSVerify
+	if cluster.CertificateAuthority != "" && cluster.CertificateAuthorityData == "" {
+		// Kept as a path, to be read again as the CA rotates; read now so a missing file fails at start.
+		c.CAFile = resolve(dir, cluster.CertificateAuthority)
+		if _, err := os.ReadFile(c.CAFile); err != nil {
+			return fmt.Errorf("certificate-authority: %w", err)
+		}
+		return nil
+	}
 	var err error
 	c.CAData, err = fileOrData(dir, "certificate-authority", cluster.CertificateAuthority, cluster.CertificateAuthorityData)
 	return err
@@ -215,8 +253,13 @@ func (c *Config) setUser(user kubeconfigUser, dir string) error {
 	if refused != "" {
 		return fmt.Errorf("authenticates with %s, which the agent does not support: it needs a token (token, tokenFile) or a client certificate (client-certificate, client-key)", refused)
 	}
-	if user.As != "" || len(user.AsGroups) > 0 {
-		return errors.New("impersonation (as, as-groups) is not supported by the agent: give it the impersonated identity's own token or client certificate")
+	impersonates := user.AsUID != "" || len(user.AsGroups) > 0 || len(user.AsUserExtra) > 0
+	if impersonates && user.As == "" {
+		// Ignored, the request would go out as the credential's own identity.
+		return errors.New("as-uid, as-groups or as-user-extra without as: client-go refuses to request a uid, groups or extras without impersonating a user, and the agent supports no impersonation: give it the identity's own token or client certificate")
+	}
+	if impersonates || user.As != "" {
+		return errors.New("impersonation (as, as-uid, as-groups, as-user-extra) is not supported by the agent: give it the impersonated identity's own token or client certificate")
 	}
 	c.BearerToken = user.Token
 	if user.TokenFile != "" {

@@ -17,6 +17,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
 )
 
 // writeFiles writes files (paths relative to dir) into dir.
@@ -84,16 +86,16 @@ client-key-data: `+b64("key pem")),
 			},
 		},
 		{
-			name: "relative file paths resolve against the kubeconfig's directory, absolute ones are kept",
+			name: "relative file paths resolve against the kubeconfig's directory, absolute ones are kept; the CA file is kept as a path, to be re-read as it rotates",
 			kubeconfig: kubeconfigFor(`
 server: https://10.0.0.1:6443
 certificate-authority: ca.crt`, `
 client-certificate: ../certs/client.crt
 client-key: {dir}/certs/client.key`),
 			files: map[string]string{"kube/ca.crt": "ca from file", "certs/client.crt": "cert from file", "certs/client.key": "key from file"},
-			want: func(string) *Config {
+			want: func(dir string) *Config {
 				return &Config{
-					Host: "https://10.0.0.1:6443", CAData: []byte("ca from file"),
+					Host: "https://10.0.0.1:6443", CAFile: filepath.Join(dir, "kube", "ca.crt"),
 					CertData: []byte("cert from file"), KeyData: []byte("key from file"),
 				}
 			},
@@ -292,7 +294,7 @@ func TestInCluster(t *testing.T) {
 			if err != nil {
 				t.Fatalf("inCluster() error = %v", err)
 			}
-			want := &Config{Host: tt.wantHost, CAData: []byte("cluster ca"), BearerTokenFile: filepath.Join(dir, "token")}
+			want := &Config{Host: tt.wantHost, CAFile: filepath.Join(dir, "ca.crt"), BearerTokenFile: filepath.Join(dir, "token")}
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("inCluster() =\n%+v\nwant\n%+v", got, want)
 			}
@@ -661,5 +663,176 @@ func TestFirstTokenReadErrorIsTheFilesError(t *testing.T) {
 	_, err = client.Get("https://127.0.0.1:1/")
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("GET error = %v, want the token file's not-exist error", err)
+	}
+}
+
+// TestKubeconfigRefusedWhereClientGoRefuses holds LoadKubeconfig to client-go's reading of the same files:
+// every kubeconfig client-go refuses, the agent refuses too, with a message of the same meaning, where
+// reading it anyway would connect as someone or somewhere the file does not clearly say. Each case is
+// checked against client-go itself, so the table stays true as client-go changes.
+func TestKubeconfigRefusedWhereClientGoRefuses(t *testing.T) {
+	good := kubeconfigFor(`server: https://10.0.0.1:6443`, `token: s3cret`)
+	tests := []struct {
+		name       string
+		kubeconfig string
+		wantErr    []string // each must appear in the agent's error; none: both accept it
+		// clientGoAccepts, for a file only the agent refuses, says why the agent is stricter.
+		clientGoAccepts string
+	}{
+		{name: "a plain token kubeconfig is accepted by both", kubeconfig: good},
+		{
+			name:       "two clusters of one name",
+			kubeconfig: strings.Replace(good, "clusters:\n", "clusters:\n- name: kind\n  cluster: {server: 'https://10.0.0.2:6443'}\n", 1),
+			wantErr:    []string{"clusters", `duplicate name "kind"`},
+		},
+		{
+			name:       "two users of one name",
+			kubeconfig: strings.Replace(good, "users:\n", "users:\n- name: alice\n  user: {token: other}\n", 1),
+			wantErr:    []string{"users", `duplicate name "alice"`},
+		},
+		{
+			name:       "two contexts of one name",
+			kubeconfig: strings.Replace(good, "contexts:\n", "contexts:\n- name: dev\n  context: {cluster: kind, user: alice}\n", 1),
+			wantErr:    []string{"contexts", `duplicate name "dev"`},
+		},
+		{
+			name:       "as-uid without as",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, "token: s3cret\nas-uid: '1234'"),
+			wantErr:    []string{`user "alice"`, "without as", "impersonating a user"},
+		},
+		{
+			name:       "as-user-extra without as",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, "token: s3cret\nas-user-extra:\n  authentication.kubernetes.io/pod-name: [orders-0]"),
+			wantErr:    []string{`user "alice"`, "without as", "impersonating a user"},
+		},
+		{
+			name:       "as-groups without as",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, "token: s3cret\nas-groups: [system:masters]"),
+			wantErr:    []string{`user "alice"`, "without as"},
+		},
+		{
+			name:       "a token and a username and password",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, "token: s3cret\nusername: admin\npassword: hunter2"),
+			wantErr:    []string{`user "alice"`, "username and password"},
+		},
+		{
+			name:       "a client certificate without its key",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, "client-certificate-data: "+b64("cert")),
+			wantErr:    []string{`user "alice"`, "without client-key"},
+		},
+		{
+			name:       "a CA file and CA data",
+			kubeconfig: kubeconfigFor("server: https://10.0.0.1:6443\ncertificate-authority: {dir}/kube/config\ncertificate-authority-data: "+b64("ca"), `token: s3cret`),
+			wantErr:    []string{"both certificate-authority and certificate-authority-data"},
+		},
+		{
+			name:       "a cluster without a server",
+			kubeconfig: kubeconfigFor(`tls-server-name: kubernetes`, `token: s3cret`),
+			wantErr:    []string{`cluster "kind"`, "no server"},
+		},
+		{
+			name:       "a current-context that names no context",
+			kubeconfig: strings.Replace(good, "current-context: dev", "current-context: prod", 1),
+			wantErr:    []string{`current-context "prod"`},
+		},
+		{
+			name:            "a context whose user is missing",
+			kubeconfig:      strings.Replace(good, "user: alice,", "user: bob,", 1),
+			wantErr:         []string{`no user named "bob"`},
+			clientGoAccepts: "client-go connects without credentials, as the anonymous user",
+		},
+		{
+			name:            "impersonation with as",
+			kubeconfig:      kubeconfigFor(`server: https://10.0.0.1:6443`, "token: s3cret\nas: bob\nas-uid: '1234'"),
+			wantErr:         []string{`user "alice"`, "impersonation"},
+			clientGoAccepts: "the agent impersonates nobody",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "kube", "config")
+			writeFiles(t, dir, map[string]string{"kube/config": strings.ReplaceAll(tt.kubeconfig, "{dir}", dir)})
+
+			_, clientGoErr := clientcmd.BuildConfigFromFlags("", path)
+			if refuses := clientGoErr != nil; refuses != (tt.wantErr != nil && tt.clientGoAccepts == "") {
+				t.Fatalf("client-go's error = %v: the case says client-go refuses it: %v", clientGoErr, !refuses)
+			}
+			_, err := LoadKubeconfig(path)
+			if tt.wantErr == nil {
+				if err != nil {
+					t.Fatalf("LoadKubeconfig() error = %v, client-go accepts it", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("LoadKubeconfig() accepted what client-go refuses: %v", clientGoErr)
+			}
+			for _, want := range tt.wantErr {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("LoadKubeconfig() error = %q, want it to contain %q (client-go: %v)", err, want, clientGoErr)
+				}
+			}
+		})
+	}
+}
+
+// tokenChecker answers 401 to a token it no longer accepts and 204 to any other, recording what it got.
+type tokenChecker struct {
+	revoked map[string]bool
+	got     []string
+}
+
+func (c *tokenChecker) RoundTrip(req *http.Request) (*http.Response, error) {
+	token := strings.TrimPrefix(req.Header.Get("Authorization"), "Bearer ")
+	c.got = append(c.got, token)
+	code := http.StatusNoContent
+	if c.revoked[token] {
+		code = http.StatusUnauthorized
+	}
+	return &http.Response{StatusCode: code, Body: http.NoBody, Request: req}, nil
+}
+
+// TestA401ReadsTheTokenFileAgain: the steps run in order against one transport, each moving the clock,
+// changing the file or the server's mind, and sending one request.
+func TestA401ReadsTheTokenFileAgain(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "token")
+	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	server := &tokenChecker{revoked: map[string]bool{}}
+	rt := &authTransport{next: server, tokenFile: &fileToken{path: path, every: time.Minute, now: func() time.Time { return now }}}
+	steps := []struct {
+		name     string
+		after    time.Duration
+		file     string // written before the request, when not ""
+		revoke   string // a token the server refuses from this step on
+		wantSent string
+		wantCode int
+	}{
+		{name: "the first request reads the file", file: "one", wantSent: "one", wantCode: 204},
+		{name: "the file is rotated; within the interval the cached token goes out", after: 10 * time.Second, file: "two", wantSent: "one", wantCode: 204},
+		{name: "the server refuses the old token", after: time.Second, revoke: "one", wantSent: "one", wantCode: 401},
+		{name: "so the next request reads the file, still within the interval", wantSent: "two", wantCode: 204},
+		{name: "a refused token read as the request went out is kept: no file read per refusal", revoke: "two", file: "three", wantSent: "two", wantCode: 401},
+		{name: "and is read again at the interval", after: time.Minute, wantSent: "three", wantCode: 204},
+	}
+	for _, step := range steps {
+		now = now.Add(step.after)
+		if step.file != "" {
+			writeFiles(t, filepath.Dir(path), map[string]string{"token": step.file})
+		}
+		if step.revoke != "" {
+			server.revoked[step.revoke] = true
+		}
+		req, err := http.NewRequest(http.MethodGet, "https://10.96.0.1/api", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := rt.RoundTrip(req)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		if sent := server.got[len(server.got)-1]; sent != step.wantSent || resp.StatusCode != step.wantCode {
+			t.Fatalf("%s: sent %q, answered %d; want %q, %d", step.name, sent, resp.StatusCode, step.wantSent, step.wantCode)
+		}
 	}
 }

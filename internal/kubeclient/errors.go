@@ -3,8 +3,12 @@ package kubeclient
 import (
 	"encoding/json"
 	"errors"
+	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"strings"
+	"syscall"
 )
 
 // Status is the API server's account of a failure (meta/v1 Status), as it sends it in the body of a
@@ -77,4 +81,52 @@ func IsAlreadyExists(err error) bool { return ReasonOf(err) == "AlreadyExists" }
 func IsResourceExpired(err error) bool {
 	var statusErr *StatusError
 	return errors.As(err, &statusErr) && (statusErr.Status.Code == http.StatusGone || statusErr.Status.Reason == "Expired" || statusErr.Status.Reason == "Gone")
+}
+
+// The connection failures below are told apart as apimachinery's util/net tells them apart, by type and,
+// where Go's HTTP stack gives only a message, by message, so that this client retries and resumes exactly
+// where client-go does.
+
+// IsProbableEOF: the connection was closed under the request or stream: an end of file, a reset, an
+// HTTP/2 GOAWAY followed by the close (what every API server restart does to its clients), a closed
+// connection.
+func IsProbableEOF(err error) bool {
+	if err == nil {
+		return false
+	}
+	var urlErr *url.Error
+	if errors.As(err, &urlErr) {
+		err = urlErr.Err
+	}
+	msg := err.Error()
+	switch {
+	case err == io.EOF, err == io.ErrUnexpectedEOF:
+		return true
+	case msg == "http: can't write HTTP request on broken connection":
+		return true
+	case strings.Contains(msg, "http2: server sent GOAWAY and closed the connection"):
+		return true
+	case strings.Contains(msg, "connection reset by peer"):
+		return true
+	case strings.Contains(strings.ToLower(msg), "use of closed network connection"):
+		return true
+	}
+	return false
+}
+
+// IsConnectionReset: the peer reset the connection (ECONNRESET).
+func IsConnectionReset(err error) bool {
+	var errno syscall.Errno
+	return errors.As(err, &errno) && errno == syscall.ECONNRESET
+}
+
+// IsHTTP2ConnectionLost: the HTTP/2 health check found the connection dead (a ping unanswered).
+func IsHTTP2ConnectionLost(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")
+}
+
+// IsTimeout: a network operation timed out (dialing, the TLS handshake, a deadline).
+func IsTimeout(err error) bool {
+	var netErr net.Error
+	return errors.As(err, &netErr) && netErr.Timeout()
 }

@@ -1,6 +1,7 @@
 package kubeclient
 
 import (
+	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -66,11 +67,29 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		ServerName:         c.ServerName,
 		InsecureSkipVerify: c.Insecure,
 	}
-	if len(c.CAData) > 0 {
-		if c.Insecure {
-			// As client-go: a CA that would silently go unused is a mistake in the config.
-			return nil, errors.New("a CA (certificate-authority) with insecure-skip-tls-verify: keep one")
+	if c.CAFile != "" && len(c.CAData) > 0 {
+		return nil, errors.New("both a CA file (certificate-authority) and CA data (certificate-authority-data): keep one")
+	}
+	if c.Insecure && (len(c.CAData) > 0 || c.CAFile != "") {
+		// As client-go: a CA that would silently go unused is a mistake in the config.
+		return nil, errors.New("a CA (certificate-authority) with insecure-skip-tls-verify: keep one")
+	}
+	switch {
+	case c.CAFile != "":
+		name, err := c.verifiedName()
+		if err != nil {
+			return nil, err
 		}
+		roots, err := newFileRoots(c.CAFile)
+		if err != nil {
+			return nil, err
+		}
+		// The handshake's own verification is replaced, not skipped: VerifyConnection checks the chain
+		// against the file's CAs of the moment and the server's name, on every new and resumed
+		// connection, as crypto/tls would check RootCAs.
+		config.InsecureSkipVerify = true
+		config.VerifyConnection = roots.verifier(name)
+	case len(c.CAData) > 0:
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(c.CAData) {
 			return nil, errors.New("the CA (certificate-authority) holds no PEM certificate")
@@ -87,6 +106,84 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 	return config, nil
 }
 
+// verifiedName is the name the server's certificate must carry: ServerName, or else the host Host names
+// (an IP address for the in-cluster service), as net/http would verify it.
+func (c *Config) verifiedName() (string, error) {
+	if c.ServerName != "" {
+		return c.ServerName, nil
+	}
+	u, err := serverURL(c.Host)
+	if err != nil {
+		return "", err
+	}
+	return u.Hostname(), nil
+}
+
+// fileRoots are the CAs in a file that is rotated in place: the kubelet rewrites a pod's ca.crt when the
+// cluster's CA bundle changes (a CA rotation first adds the new CA, then the API server serves a
+// certificate it signed). The file is read again at each new connection's handshake, and parsed again
+// only when its content changed, so the first connection after a rotation trusts the new CA; client-go
+// re-reads it every 5 minutes, so its new connections fail for up to that long. A handshake already
+// costs a round trip and public-key operations, and connections are made once and kept; reading a file of
+// a few KiB beside that is not worth caching by time.
+type fileRoots struct {
+	path string
+
+	mu    sync.Mutex
+	data  []byte // the content roots was parsed from
+	roots *x509.CertPool
+}
+
+func newFileRoots(path string) (*fileRoots, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("the CA (certificate-authority): %w", err)
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(data) {
+		return nil, fmt.Errorf("the CA file %s (certificate-authority) holds no PEM certificate", path)
+	}
+	return &fileRoots{path: path, data: data, roots: roots}, nil
+}
+
+// current is the pool of the file's CAs now. A file that cannot be read or holds no certificate (being
+// rewritten, or emptied by mistake) keeps the last good pool: trusting nothing would cut the agent off
+// the API server, while the last CAs were trusted a moment ago.
+func (f *fileRoots) current() *x509.CertPool {
+	data, err := os.ReadFile(f.path)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err != nil || bytes.Equal(data, f.data) {
+		return f.roots
+	}
+	roots := x509.NewCertPool()
+	if !roots.AppendCertsFromPEM(data) {
+		return f.roots
+	}
+	f.data, f.roots = data, roots
+	return roots
+}
+
+// verifier checks a server's certificate chain against the file's current CAs and name, as crypto/tls
+// checks it against RootCAs and ServerName (TLS 1.2 and up, the server-auth usage, the validity period).
+// The name is fixed: the connection state's ServerName is the SNI sent, which is empty for an IP address.
+func (f *fileRoots) verifier(name string) func(tls.ConnectionState) error {
+	return func(state tls.ConnectionState) error {
+		certs := state.PeerCertificates
+		if len(certs) == 0 {
+			return errors.New("tls: the server sent no certificate")
+		}
+		opts := x509.VerifyOptions{Roots: f.current(), DNSName: name, Intermediates: x509.NewCertPool()}
+		for _, cert := range certs[1:] {
+			opts.Intermediates.AddCert(cert)
+		}
+		if _, err := certs[0].Verify(opts); err != nil {
+			return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
+		}
+		return nil
+	}
+}
+
 // authTransport sets the Authorization and User-Agent headers on a copy of each request, leaving ones the
 // caller set alone (as client-go's round trippers do).
 type authTransport struct {
@@ -98,7 +195,9 @@ type authTransport struct {
 
 func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	token := t.token
+	var sent time.Time
 	if t.tokenFile != nil {
+		sent = t.tokenFile.now()
 		var err error
 		if token, err = t.tokenFile.get(); err != nil {
 			// A RoundTripper closes the body even when it sends nothing.
@@ -116,7 +215,11 @@ func (t *authTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.userAgent != "" && req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", t.userAgent)
 	}
-	return t.next.RoundTrip(req)
+	resp, err := t.next.RoundTrip(req)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized && t.tokenFile != nil {
+		t.tokenFile.expireReadBefore(sent)
+	}
+	return resp, err
 }
 
 // fileToken is a token file read at most once every interval. A failed re-read keeps the last good token,
@@ -148,6 +251,20 @@ func (f *fileToken) get() (string, error) {
 	}
 	f.token, f.readAt = token, now
 	return token, nil
+}
+
+// expireReadBefore makes the next request read the file again if the token was read before t: the API
+// server refused a token this old (401), which happens when the file was rotated within the interval and
+// the old token was revoked (its pod or secret deleted, the signing key rotated). A token read since t
+// was read after the refused request went out and is kept, so refusals do not turn into a file read per
+// request. As client-go's token sources (ResetTokenOlderThan); the last good token is still the
+// fallback should the read fail.
+func (f *fileToken) expireReadBefore(t time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.readAt.Before(t) {
+		f.readAt = time.Time{}
+	}
 }
 
 // readToken is the token in a file, without the newline editors leave; an empty file is an error, so that

@@ -154,7 +154,11 @@ func (c *Client) decodeEvents(ctx context.Context, body io.ReadCloser, events ch
 		}
 		err := decoder.Decode(&raw)
 		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
+			// A stream cut by its connection (an end of file mid-event, a reset, the HTTP/2 GOAWAY and
+			// close of an API server restarting) or timed out ends the watch as the server's own end does,
+			// to be resumed at once from the last version seen: client-go's stream watcher ends it the
+			// same way, logging nothing. Anything else (a stream that is not JSON) is the watch's error.
+			if !errors.Is(err, io.EOF) && !kubeclient.IsProbableEOF(err) && !kubeclient.IsTimeout(err) && ctx.Err() == nil {
 				c.send(ctx, events, Event{Type: Error, Err: fmt.Errorf("reading the watch: %w", err)})
 			}
 			return

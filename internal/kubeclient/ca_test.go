@@ -1,0 +1,197 @@
+package kubeclient
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// testCA is a certificate authority that signs serving certificates.
+type testCA struct {
+	cert *x509.Certificate
+	key  *ecdsa.PrivateKey
+	pem  string
+}
+
+var serial atomic.Int64
+
+func newTestCA(t testing.TB, name string) *testCA {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: name},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, template, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := x509.ParseCertificate(der)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testCA{cert: cert, key: key, pem: string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))}
+}
+
+// serving is a server certificate the CA signs for the names and addresses given, valid until notAfter.
+func (ca *testCA) serving(t testing.TB, notAfter time.Time, names ...string) *tls.Certificate {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	template := &x509.Certificate{
+		SerialNumber: big.NewInt(serial.Add(1)), Subject: pkix.Name{CommonName: "kube-apiserver"},
+		NotBefore: time.Now().Add(-2 * time.Hour), NotAfter: notAfter,
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	for _, name := range names {
+		if ip := net.ParseIP(name); ip != nil {
+			template.IPAddresses = append(template.IPAddresses, ip)
+		} else {
+			template.DNSNames = append(template.DNSNames, name)
+		}
+	}
+	der, err := x509.CreateCertificate(rand.Reader, template, ca.cert, &key.PublicKey, ca.key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
+}
+
+// TestCAFileRotation runs a CA rotation against one client: the steps run in order, each on a new
+// connection, with the server's certificate and the CA file as the step sets them.
+func TestCAFileRotation(t *testing.T) {
+	oldCA, newCA := newTestCA(t, "old cluster CA"), newTestCA(t, "new cluster CA")
+	later := time.Now().Add(time.Hour)
+	var serving atomic.Pointer[tls.Certificate]
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.EnableHTTP2 = true
+	// Per connection, since a client that dials an IP address sends no server name for GetCertificate.
+	srv.TLS = &tls.Config{GetConfigForClient: func(*tls.ClientHelloInfo) (*tls.Config, error) {
+		return &tls.Config{Certificates: []tls.Certificate{*serving.Load()}, NextProtos: []string{"h2", "http/1.1"}}, nil
+	}}
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshakes below are expected
+	srv.StartTLS()
+	defer srv.Close()
+
+	caFile := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(caFile, []byte(oldCA.pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	client, err := (&Config{Host: srv.URL, CAFile: caFile}).HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	const unchanged = "<unchanged>"
+	steps := []struct {
+		name    string
+		file    string // the CA file's content for this step
+		serves  *tls.Certificate
+		wantErr string
+	}{
+		{name: "the file's CA verifies the server's certificate",
+			file: oldCA.pem, serves: oldCA.serving(t, later, "127.0.0.1")},
+		{name: "a certificate from a CA the file does not hold is refused",
+			file: unchanged, serves: newCA.serving(t, later, "127.0.0.1"), wantErr: "certificate signed by unknown authority"},
+		{name: "once the file gains the new CA, the next connection trusts it",
+			file: oldCA.pem + newCA.pem, serves: newCA.serving(t, later, "127.0.0.1")},
+		{name: "and still trusts the old one while the file holds both",
+			file: unchanged, serves: oldCA.serving(t, later, "127.0.0.1")},
+		{name: "a file being rewritten (empty for a moment) keeps the last CAs",
+			file: "", serves: newCA.serving(t, later, "127.0.0.1")},
+		{name: "a CA the file no longer holds is no longer trusted",
+			file: newCA.pem, serves: oldCA.serving(t, later, "127.0.0.1"), wantErr: "certificate signed by unknown authority"},
+		{name: "the server's address is still verified: a certificate for another name is refused",
+			file: unchanged, serves: newCA.serving(t, later, "kubernetes.default.svc"), wantErr: "127.0.0.1"},
+		{name: "an expired certificate is refused",
+			file: unchanged, serves: newCA.serving(t, time.Now().Add(-time.Hour), "127.0.0.1"), wantErr: "expired"},
+		{name: "after the failures, a good certificate is trusted again",
+			file: unchanged, serves: newCA.serving(t, later, "127.0.0.1")},
+	}
+	for _, step := range steps {
+		if step.file != unchanged {
+			if err := os.WriteFile(caFile, []byte(step.file), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		serving.Store(step.serves)
+		client.CloseIdleConnections()
+		srv.CloseClientConnections()
+		resp, err := client.Get(srv.URL)
+		if err == nil {
+			resp.Body.Close()
+		}
+		switch {
+		case step.wantErr == "" && err != nil:
+			t.Errorf("%s: GET error = %v", step.name, err)
+		case step.wantErr != "" && err == nil:
+			t.Errorf("%s: GET succeeded, want an error containing %q", step.name, step.wantErr)
+		case step.wantErr != "" && !strings.Contains(err.Error(), step.wantErr):
+			t.Errorf("%s: GET error = %v, want one containing %q", step.name, err, step.wantErr)
+		}
+	}
+}
+
+func TestCAFileMustHoldACertificateAtStart(t *testing.T) {
+	dir := t.TempDir()
+	garbage := filepath.Join(dir, "ca.crt")
+	if err := os.WriteFile(garbage, []byte("not pem"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name    string
+		config  Config
+		wantErr string
+	}{
+		{name: "a CA file without PEM", config: Config{Host: "https://10.96.0.1", CAFile: garbage}, wantErr: "holds no PEM certificate"},
+		{name: "a CA file that is missing", config: Config{Host: "https://10.96.0.1", CAFile: filepath.Join(dir, "missing")}, wantErr: "no such file"},
+		{name: "a CA file and CA data", config: Config{Host: "https://10.96.0.1", CAFile: garbage, CAData: []byte("x")}, wantErr: "keep one"},
+		{name: "a CA file with insecure-skip-tls-verify", config: Config{Host: "https://10.96.0.1", CAFile: garbage, Insecure: true}, wantErr: "insecure-skip-tls-verify"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if _, err := tt.config.HTTPClient(); err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("HTTPClient() error = %v, want one containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// BenchmarkCAFileCheck is what a new connection pays for reading the CA file again: the unchanged case,
+// a file read and a comparison.
+func BenchmarkCAFileCheck(b *testing.B) {
+	ca := newTestCA(b, "cluster CA")
+	path := filepath.Join(b.TempDir(), "ca.crt")
+	if err := os.WriteFile(path, []byte(ca.pem), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	roots, err := newFileRoots(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		roots.current()
+	}
+}
