@@ -79,6 +79,65 @@ func (ca *testCA) serving(t testing.TB, notAfter time.Time, names ...string) *tl
 	return &tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
 
+// pemPair is cert and its key as PEM, as files and kubeconfigs hold them.
+func (ca *testCA) pemPair(t testing.TB, cert *tls.Certificate) (certPEM, keyPEM string) {
+	t.Helper()
+	keyDER, err := x509.MarshalPKCS8PrivateKey(cert.PrivateKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Certificate[0]})),
+		string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: keyDER}))
+}
+
+// TestClientCertificateFilesRotation: the steps run in order, each on a new connection, with the files
+// as the step leaves them; the server records the certificate each connection presented.
+func TestClientCertificateFilesRotation(t *testing.T) {
+	ca := newTestCA(t, "client CA")
+	var presented atomic.Value
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(_ http.ResponseWriter, r *http.Request) {
+		presented.Store(r.TLS.PeerCertificates[0].DNSNames[0])
+	}))
+	srv.EnableHTTP2 = true
+	srv.TLS = &tls.Config{ClientAuth: tls.RequireAnyClientCert}
+	srv.StartTLS()
+	defer srv.Close()
+	serverCA := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
+
+	dir := t.TempDir()
+	pair := func(name string) (string, string) { return ca.pemPair(t, ca.serving(t, time.Now().Add(time.Hour), name)) }
+	certOne, keyOne := pair("one")
+	writeFiles(t, dir, map[string]string{"client.crt": certOne, "client.key": keyOne})
+	client, err := (&Config{Host: srv.URL, CAData: []byte(serverCA), CertFile: filepath.Join(dir, "client.crt"), KeyFile: filepath.Join(dir, "client.key")}).HTTPClient()
+	if err != nil {
+		t.Fatal(err)
+	}
+	certTwo, keyTwo := pair("two")
+	certThree, keyThree := pair("three")
+	steps := []struct {
+		name  string
+		files map[string]string
+		want  string
+	}{
+		{name: "the files' certificate is presented", want: "one"},
+		{name: "renewed files are presented on the next connection", files: map[string]string{"client.crt": certTwo, "client.key": keyTwo}, want: "two"},
+		{name: "a certificate whose key is not written yet keeps the last pair", files: map[string]string{"client.crt": certThree}, want: "two"},
+		{name: "and its key completes the pair", files: map[string]string{"client.key": keyThree}, want: "three"},
+	}
+	for _, step := range steps {
+		writeFiles(t, dir, step.files)
+		client.CloseIdleConnections()
+		resp, err := client.Get(srv.URL)
+		if err != nil {
+			t.Fatalf("%s: %v", step.name, err)
+		}
+		resp.Body.Close()
+		if got := presented.Load(); got != step.want {
+			t.Errorf("%s: presented %v, want %q", step.name, got, step.want)
+		}
+	}
+}
+
 // TestCAFileRotation runs a CA rotation against one client: the steps run in order, each on a new
 // connection, with the server's certificate and the CA file as the step sets them.
 func TestCAFileRotation(t *testing.T) {

@@ -31,6 +31,10 @@ type Config struct {
 	Insecure bool
 	// CertData and KeyData are the client certificate and its key, PEM.
 	CertData, KeyData []byte
+	// CertFile and KeyFile hold them instead (a kubeconfig's client-certificate and client-key): read
+	// again at each new connection, so a renewed certificate is presented from the first connection
+	// after both files changed.
+	CertFile, KeyFile string
 	BearerToken       string
 	// BearerTokenFile is re-read at most once a minute, because projected service account tokens rotate
 	// (client-go's in-cluster config does the same), and wins over BearerToken when set.
@@ -264,6 +268,13 @@ func (c *Config) setUser(user kubeconfigUser, dir string) error {
 	c.BearerToken = user.Token
 	if user.TokenFile != "" {
 		c.BearerTokenFile = resolve(dir, user.TokenFile)
+	}
+	if user.ClientCertificate != "" && user.ClientCertificateData == "" && user.ClientKey != "" && user.ClientKeyData == "" {
+		// Kept as paths, to be read again as the certificate is renewed; read now so a missing or
+		// mismatched pair fails at start.
+		c.CertFile, c.KeyFile = resolve(dir, user.ClientCertificate), resolve(dir, user.ClientKey)
+		_, err := newFileCertificate(c.CertFile, c.KeyFile)
+		return err
 	}
 	var err error
 	if c.CertData, err = fileOrData(dir, "client-certificate", user.ClientCertificate, user.ClientCertificateData); err != nil {

@@ -60,6 +60,9 @@ users:
 func b64(s string) string { return base64.StdEncoding.EncodeToString([]byte(s)) }
 
 func TestLoadKubeconfig(t *testing.T) {
+	ca := newTestCA(t, "client CA")
+	clientCert, clientKey := ca.pemPair(t, ca.serving(t, time.Now().Add(time.Hour), "alice"))
+	_, otherKey := ca.pemPair(t, ca.serving(t, time.Now().Add(time.Hour), "bob"))
 	// The kubeconfig is written to <dir>/kube/config, so relative paths resolve against <dir>/kube; "{dir}"
 	// in a kubeconfig is replaced by <dir>.
 	tests := []struct {
@@ -86,19 +89,37 @@ client-key-data: `+b64("key pem")),
 			},
 		},
 		{
-			name: "relative file paths resolve against the kubeconfig's directory, absolute ones are kept; the CA file is kept as a path, to be re-read as it rotates",
+			name: "relative file paths resolve against the kubeconfig's directory, absolute ones are kept; files are kept as paths, to be re-read as they rotate",
 			kubeconfig: kubeconfigFor(`
 server: https://10.0.0.1:6443
 certificate-authority: ca.crt`, `
 client-certificate: ../certs/client.crt
 client-key: {dir}/certs/client.key`),
-			files: map[string]string{"kube/ca.crt": "ca from file", "certs/client.crt": "cert from file", "certs/client.key": "key from file"},
+			files: map[string]string{"kube/ca.crt": "ca from file", "certs/client.crt": clientCert, "certs/client.key": clientKey},
 			want: func(dir string) *Config {
 				return &Config{
 					Host: "https://10.0.0.1:6443", CAFile: filepath.Join(dir, "kube", "ca.crt"),
-					CertData: []byte("cert from file"), KeyData: []byte("key from file"),
+					CertFile: filepath.Join(dir, "certs", "client.crt"), KeyFile: filepath.Join(dir, "certs", "client.key"),
 				}
 			},
+		},
+		{
+			name: "a certificate file beside key data is read once",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, `
+client-certificate: client.crt
+client-key-data: `+b64(clientKey)),
+			files: map[string]string{"kube/client.crt": clientCert},
+			want: func(string) *Config {
+				return &Config{Host: "https://10.0.0.1:6443", CertData: []byte(clientCert), KeyData: []byte(clientKey)}
+			},
+		},
+		{
+			name: "a certificate file and a key file that do not match",
+			kubeconfig: kubeconfigFor(`server: https://10.0.0.1:6443`, `
+client-certificate: client.crt
+client-key: other.key`),
+			files:   map[string]string{"kube/client.crt": clientCert, "kube/other.key": otherKey},
+			wantErr: []string{`user "alice"`, "client-certificate", "client-key"},
 		},
 		{
 			name:       "a tokenFile is kept as a path, resolved, to be re-read as it rotates",

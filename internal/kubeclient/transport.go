@@ -96,6 +96,16 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		}
 		config.RootCAs = pool
 	}
+	if c.CertFile != "" || c.KeyFile != "" {
+		if len(c.CertData) > 0 || len(c.KeyData) > 0 {
+			return nil, errors.New("a client certificate both in files and as data (client-certificate, client-key): keep one")
+		}
+		cert, err := newFileCertificate(c.CertFile, c.KeyFile)
+		if err != nil {
+			return nil, err
+		}
+		config.GetClientCertificate = cert.get
+	}
 	if len(c.CertData) > 0 || len(c.KeyData) > 0 {
 		cert, err := tls.X509KeyPair(c.CertData, c.KeyData)
 		if err != nil {
@@ -182,6 +192,55 @@ func (f *fileRoots) verifier(name string) func(tls.ConnectionState) error {
 		}
 		return nil
 	}
+}
+
+// fileCertificate is a client certificate and key in files that are renewed in place (by cert-manager's
+// csi-driver, a sidecar, a person): read again at each new connection's handshake, and parsed again only
+// when either changed, as fileRoots reads the CA. client-go reads such files again every 5 minutes. A
+// pair that cannot be read or does not match (one file written, the other not yet) keeps the last good
+// certificate.
+type fileCertificate struct {
+	certPath, keyPath string
+
+	mu        sync.Mutex
+	certData  []byte
+	keyData   []byte
+	certified *tls.Certificate
+}
+
+func newFileCertificate(certPath, keyPath string) (*fileCertificate, error) {
+	if certPath == "" || keyPath == "" {
+		return nil, errors.New("a client certificate file without its key file, or a key without its certificate (client-certificate, client-key): set both")
+	}
+	certData, err := os.ReadFile(certPath)
+	if err != nil {
+		return nil, fmt.Errorf("client-certificate: %w", err)
+	}
+	keyData, err := os.ReadFile(keyPath)
+	if err != nil {
+		return nil, fmt.Errorf("client-key: %w", err)
+	}
+	cert, err := tls.X509KeyPair(certData, keyData)
+	if err != nil {
+		return nil, fmt.Errorf("the client certificate and key (client-certificate %s, client-key %s): %w", certPath, keyPath, err)
+	}
+	return &fileCertificate{certPath: certPath, keyPath: keyPath, certData: certData, keyData: keyData, certified: &cert}, nil
+}
+
+func (f *fileCertificate) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	certData, certErr := os.ReadFile(f.certPath)
+	keyData, keyErr := os.ReadFile(f.keyPath)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if certErr != nil || keyErr != nil || (bytes.Equal(certData, f.certData) && bytes.Equal(keyData, f.keyData)) {
+		return f.certified, nil
+	}
+	cert, err := tls.X509KeyPair(certData, keyData)
+	if err != nil {
+		return f.certified, nil
+	}
+	f.certData, f.keyData, f.certified = certData, keyData, &cert
+	return f.certified, nil
 }
 
 // authTransport sets the Authorization and User-Agent headers on a copy of each request, leaving ones the
