@@ -105,7 +105,9 @@ func TestClientCertificateFilesRotation(t *testing.T) {
 	serverCA := string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}))
 
 	dir := t.TempDir()
-	pair := func(name string) (string, string) { return ca.pemPair(t, ca.serving(t, time.Now().Add(time.Hour), name)) }
+	pair := func(name string) (string, string) {
+		return ca.pemPair(t, ca.serving(t, time.Now().Add(time.Hour), name))
+	}
 	certOne, keyOne := pair("one")
 	writeFiles(t, dir, map[string]string{"client.crt": certOne, "client.key": keyOne})
 	client, err := (&Config{Host: srv.URL, CAData: []byte(serverCA), CertFile: filepath.Join(dir, "client.crt"), KeyFile: filepath.Join(dir, "client.key")}).HTTPClient()
