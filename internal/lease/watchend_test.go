@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	clocktesting "k8s.io/utils/clock/testing"
+
 	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
@@ -210,4 +212,53 @@ func (r *recordedBody) Read(p []byte) (int, error) {
 		r.record.mu.Unlock()
 	}
 	return n, err
+}
+
+// TestElectorResumesAWatchCutByItsConnectionAtOnce: an elector's watch, through the API client, is cut
+// mid-stream after an event; the next watch asks for the version that event carried, with the elector's
+// clock standing still, so no backoff was waited. A cut that counted as a failure would wait on the clock.
+func TestElectorResumesAWatchCutByItsConnectionAtOnce(t *testing.T) {
+	lease := func(rv string) string {
+		return `{"metadata":{"name":"orders","namespace":"shop","resourceVersion":"` + rv + `"},` +
+			`"spec":{"holderIdentity":"b-0_ub","leaseDurationSeconds":3,"renewTime":"2026-11-23T12:00:00.000000Z"}}`
+	}
+	resumedFrom := make(chan string, 1)
+	var watches sync.Map
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		q := r.URL.Query()
+		switch {
+		case q.Get("watch") == "true":
+			if _, again := watches.LoadOrStore("first", true); again {
+				select {
+				case resumedFrom <- q.Get("resourceVersion"):
+				default:
+				}
+				<-r.Context().Done()
+				return
+			}
+			_, _ = w.Write([]byte(`{"type":"MODIFIED","object":` + lease("6") + "}\n"))
+			w.(http.Flusher).Flush()
+			panic(http.ErrAbortHandler) // the connection closes mid-stream
+		case strings.HasSuffix(r.URL.Path, "/leases"):
+			_, _ = w.Write([]byte(`{"metadata":{"resourceVersion":"5"},"items":[` + lease("5") + `]}`))
+		default:
+			_, _ = w.Write([]byte(lease("5")))
+		}
+	}))
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0)
+	srv.Start()
+	t.Cleanup(srv.Close) // after the elector's, which ends the watch the server waits on
+	api, err := kubeclient.New(&kubeclient.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runElector(t, NewClient(api), clocktesting.NewFakeClock(start), "a-0_ua")
+	select {
+	case rv := <-resumedFrom:
+		if rv != "6" {
+			t.Errorf("resumed from resourceVersion %q, want 6, the cut watch's last event", rv)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no second watch while the clock stood still: the cut was waited on as a failure")
+	}
 }
