@@ -44,7 +44,7 @@ var _ = Describe("The agent's API client", func() {
 		// A steady state first: every watch older than a second. A watch cut sooner without an event
 		// counts as failed, as client-go's reflector counts it ("very short watch").
 		steady := time.Now().Add(time.Second)
-		Eventually(func() time.Time { return getLease(ctx, ns).Spec.RenewTime.Time }).Should(BeTemporally(">", steady))
+		Eventually(func() time.Time { return getLease(ctx, ns).Spec.RenewTime.Time }).WithTimeout(10 * time.Second).Should(BeTemporally(">", steady))
 		before := getLease(ctx, ns)
 		transitions, err := leader.Metric("leasegate_agent_leader_transitions_total")
 		Expect(err).NotTo(HaveOccurred())
