@@ -193,7 +193,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
-	if err := (&inject.Provisioner{Client: mgr.GetClient(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
+	if err := (&inject.Provisioner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
