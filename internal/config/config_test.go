@@ -146,6 +146,14 @@ guards:
 			want: []string{`guards[0].lease: Invalid value: "kube-node-lease/node-1": leases in kube-node-lease are nodes' heartbeats, which the fence does not watch; name the lease your workload elects on`},
 		},
 		{
+			name: "a lease to adopt without its namespace, or not a lease name",
+			yaml: `adoptLeases: [cert-manager-controller, "cert-manager/Controller"]`,
+			want: []string{
+				`adoptLeases[0]: Invalid value: "cert-manager-controller": write "<namespace>/<name>": adopting another controller's lease is decided per namespace`,
+				`adoptLeases[1]: Invalid value: "cert-manager/Controller": name part:`,
+			},
+		},
+		{
 			name: "duration that does not parse",
 			yaml: "election: {retryPeriod: often}",
 			want: []string{`config.yaml: `, `time: invalid duration "often"`},

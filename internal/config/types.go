@@ -4,6 +4,8 @@
 package config
 
 import (
+	"strings"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -35,6 +37,10 @@ type Config struct {
 	MissingPodIdentity Enforcement `json:"missingPodIdentity,omitempty"`
 	// Exempt requesters are never fenced.
 	Exempt Exempt `json:"exempt"`
+	// AdoptLeases are leases, as "<namespace>/<name>", that leasegate does not manage (another
+	// controller's election) and that injected pods may elect on all the same: leasegate then provisions
+	// them and marks them as its own. A pod naming any other such lease is refused at admission.
+	AdoptLeases []string `json:"adoptLeases,omitempty"`
 
 	// Warnings are what Load found deprecated: the configuration applies, and the user should hear of it.
 	Warnings []string `json:"-"`
@@ -79,6 +85,17 @@ type Guard struct {
 	// cert-manager, pod-name) or a template such as "{pod}-{uid}" (lease.HolderFormat). Empty: the agent's
 	// "{pod}_{uid}" on leases leasegate manages, client-go's "{pod}_{any}" on others.
 	HolderFormat string `json:"holderFormat,omitempty"`
+}
+
+// Adopts reports whether injected pods may elect on the lease namespace/name although leasegate does not
+// manage it (adoptLeases).
+func (c *Config) Adopts(namespace, name string) bool {
+	for _, l := range c.AdoptLeases {
+		if ns, n, _ := strings.Cut(l, "/"); ns == namespace && n == name {
+			return true
+		}
+	}
+	return false
 }
 
 // Kinds of lease a guard names.

@@ -65,6 +65,14 @@ func Validate(c *Config) field.ErrorList {
 		errs = append(errs, field.NotSupported(field.NewPath("missingPodIdentity"), c.MissingPodIdentity,
 			[]Enforcement{EnforcementDeny, EnforcementWarn, EnforcementAllow}))
 	}
+	for i, l := range c.AdoptLeases {
+		path := field.NewPath("adoptLeases").Index(i)
+		if !strings.Contains(l, "/") {
+			errs = append(errs, field.Invalid(path, l, `write "<namespace>/<name>": adopting another controller's lease is decided per namespace`))
+			continue
+		}
+		errs = append(errs, validateQualifiedName(l, path, true)...)
+	}
 	return errs
 }
 

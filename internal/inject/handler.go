@@ -17,12 +17,14 @@ import (
 )
 
 // Handler serves Inject as a mutating admission webhook. It makes no API call per request: namespace
-// labels come from an informer cache, the configuration from the Store.
+// labels and the leases pods name come from informer caches, the configuration from the Store.
 type Handler struct {
 	Config       *config.Store
 	Namespaces   client.Reader // cached, metadata only
 	Caps         Capabilities
 	OwnNamespace string
+	// Locks finds the leases pods name, to refuse those of other controllers.
+	Locks LockReader
 }
 
 var _ admission.Handler = (*Handler)(nil)
@@ -44,14 +46,18 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 	if pod.Namespace == "" {
 		pod.Namespace = req.Namespace // a pod in a create request may leave it to the URL
 	}
+	cfg := h.Config.Current()
 	result, err := Inject(pod, h.namespace(ctx, pod.Namespace), Options{
-		Config: h.Config.Current(), Caps: h.Caps, OwnNamespace: h.OwnNamespace,
+		Config: cfg, Caps: h.Caps, OwnNamespace: h.OwnNamespace,
 	})
 	if err != nil {
 		return admission.Denied(err.Error()), "denied"
 	}
 	if result.Pod == nil {
 		return admission.Allowed(result.Skipped).WithWarnings(result.Warnings...), "skipped"
+	}
+	if err := checkLocks(result.Pod, StatusOf(result.Pod), cfg, h.Locks); err != nil {
+		return admission.Denied(err.Error()), "denied"
 	}
 	return admission.Patched("", patch(pod, result.Pod)...), "injected"
 }

@@ -44,6 +44,7 @@ func newTestHandler(t testing.TB) *Handler {
 		Namespaces:   namespaceCache{"shop": {contract.Inject: contract.InjectEnabled}, "plain": nil},
 		Caps:         Capabilities{NativeSidecars: true, MultiClusterLeases: true},
 		OwnNamespace: "leasegate-system",
+		Locks:        locks,
 	}
 }
 

@@ -89,6 +89,9 @@ type Status struct {
 	// LeaseKind is MultiClusterLease when the pod elects across clusters (leasegate.io/lease-kind): its
 	// leases are MultiClusterLeases, provisioned as such. Empty: Leases.
 	LeaseKind string `json:"leaseKind,omitempty"`
+	// LeaseSeconds is the lease duration, in whole seconds as the agent writes it, of each of the pod's
+	// leases: the lease guard lets the pod claim its leases for exactly that long.
+	LeaseSeconds map[string]int32 `json:"leaseSeconds,omitempty"`
 }
 
 // Inject decides what happens to pod at admission. An error is a denial: its message is what the user
@@ -364,6 +367,10 @@ func (p *plan) apply(pod *corev1.Pod) {
 		}
 	} else {
 		recorded.Lease = p.elections[0].lease
+	}
+	recorded.LeaseSeconds = make(map[string]int32, len(p.elections))
+	for _, e := range p.elections {
+		recorded.LeaseSeconds[e.lease] = int32(e.timing.LeaseDuration / time.Second)
 	}
 	status, _ := json.Marshal(recorded)
 	if pod.Annotations == nil {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -91,6 +92,8 @@ func (l lock) rule() *rbacv1ac.PolicyRuleApplyConfiguration {
 // fails after admission never leaves rights behind.
 type Provisioner struct {
 	Client client.Client
+	// APIReader reads a lock that lost its label, which the label-filtered cache no longer holds.
+	APIReader client.Reader
 	// MultiClusterLeases: the CRD is served, so deleted MultiClusterLeases are watched (and recreated).
 	MultiClusterLeases bool
 }
@@ -147,7 +150,12 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 		Watches(&rbacv1.RoleBinding{}, byObjectName(rbacPrefix), builder.WithPredicates(managed)).
 		Watches(&coordinationv1.Lease{}, byObjectName(""), builder.WithPredicates(managed, deletions))
 	if p.MultiClusterLeases {
-		b = b.Watches(&v1alpha1.MultiClusterLease{}, byObjectName(multiClusterKeyPrefix), builder.WithPredicates(managed, deletions))
+		// The MultiClusterLease cache is not filtered by the label, so a lock losing it is an update.
+		// (A Lease losing it leaves the filtered cache: a deletion.)
+		unmarked := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+			return e.ObjectOld.GetLabels()[contract.Managed] == "true" && e.ObjectNew.GetLabels()[contract.Managed] != "true"
+		}, CreateFunc: func(event.CreateEvent) bool { return false }, DeleteFunc: func(event.DeleteEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }}
+		b = b.Watches(&v1alpha1.MultiClusterLease{}, byObjectName(multiClusterKeyPrefix), builder.WithPredicates(predicate.Or(predicate.And(managed, deletions), unmarked)))
 	}
 	return b.Complete(p)
 }
@@ -188,7 +196,11 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 
 func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) error {
 	managed := map[string]string{contract.Managed: "true"}
-	if err := p.Client.Create(ctx, l.object(namespace)); err != nil && !apierrors.IsAlreadyExists(err) {
+	if err := p.Client.Create(ctx, l.object(namespace)); apierrors.IsAlreadyExists(err) {
+		if err := p.restoreMarker(ctx, namespace, l); err != nil {
+			return err
+		}
+	} else if err != nil {
 		return err
 	}
 
@@ -210,6 +222,38 @@ func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, a
 		binding.WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(namespace).WithName(sa))
 	}
 	return p.Client.Apply(ctx, binding, client.FieldOwner(fieldOwner), client.ForceOwnership)
+}
+
+// restoreMarker labels the lock as leasegate's again when it lost the label (the lease guard refuses that
+// to service accounts, but it fails open, and people may edit the lock): without the label the lease
+// guard no longer sees the lock's writes. A lock that holds another controller's election keeps its
+// state: it is restored only while it is released or one of the pods that elect on it holds it.
+func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l lock) error {
+	obj := l.object(namespace)
+	if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	if obj.GetLabels()[contract.Managed] == "true" {
+		return nil
+	}
+	var holder string
+	switch o := obj.(type) {
+	case *coordinationv1.Lease:
+		holder = ptr.Deref(o.Spec.HolderIdentity, "")
+	case *v1alpha1.MultiClusterLease:
+		holder = ptr.Deref(o.Spec.HolderIdentity, "")
+	}
+	if holder != "" {
+		pods := &corev1.PodList{}
+		if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: namespace + "/" + l.key()}); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(pods.Items, func(pod corev1.Pod) bool { return lease.Identity(pod.Name, string(pod.UID)) == holder }) {
+			return nil
+		}
+	}
+	marked := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":"true"}}}`)
+	return p.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marked))
 }
 
 // remove deletes what provision made, and only that: objects without the managed label are the user's.

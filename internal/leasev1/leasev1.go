@@ -15,6 +15,13 @@ import (
 // Judge is lease.Judge on a Lease's spec. It copies only the three fields the judgement reads, and does
 // not allocate: the fence calls it on every guarded write.
 func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.Duration) lease.Judgement {
+	s := Spec(spec)
+	return lease.Judge(&s, now, clockSkewMargin)
+}
+
+// Spec is the part of a Lease's spec that package lease judges: holder, duration and renew time. It
+// returns a value, so it does not allocate.
+func Spec(spec *coordinationv1.LeaseSpec) lease.Spec {
 	var s lease.Spec
 	if spec.HolderIdentity != nil {
 		s.HolderIdentity = *spec.HolderIdentity
@@ -25,5 +32,5 @@ func Judge(spec *coordinationv1.LeaseSpec, now time.Time, clockSkewMargin time.D
 	if spec.RenewTime != nil {
 		s.RenewTime = lease.MicroTime{Time: spec.RenewTime.Time}
 	}
-	return lease.Judge(&s, now, clockSkewMargin)
+	return s
 }

@@ -193,7 +193,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
-	if err := (&inject.Provisioner{Client: mgr.GetClient(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
+	if err := (&inject.Provisioner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
@@ -207,10 +207,6 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	serve := func(path string, handler admission.Handler) {
 		mgr.GetWebhookServer().Register(path, withBodyDeadline(closeWhenDraining(&webhook.Admission{Handler: handler})))
 	}
-	serve(MutatePodsPath, &inject.Handler{
-		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace,
-	})
-
 	clientset, err := kubernetes.NewForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("building the client of the guarded-lease cache: %w", err)
@@ -220,6 +216,9 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := mgr.Add(leases); err != nil {
 		return fmt.Errorf("setting up the guarded-lease cache: %w", err)
 	}
+	serve(MutatePodsPath, &inject.Handler{
+		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace, Locks: leases,
+	})
 	fence := &validate.Fence{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
 		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName,

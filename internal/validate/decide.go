@@ -6,6 +6,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
@@ -102,6 +103,11 @@ const (
 	GlobalLeaderElsewhere
 	HandoverByPod
 	ForgedLeaderEndpoints
+	MarkerChanged
+	StatusByOthers
+	NotHandoverTarget
+	TimeAhead
+	DurationNotGiven
 )
 
 var reasonText = [...]string{
@@ -125,6 +131,11 @@ var reasonText = [...]string{
 	GlobalLeaderElsewhere: "no pod of this cluster leads the MultiClusterLease now (the global leader is elsewhere, or its term here is unconfirmed or past validUntil)",
 	ForgedLeaderEndpoints: "only leasegate writes the endpoints of a <service>-leader Service: they follow the lease holder",
 	HandoverByPod:         "a pod may not ask for a handover, only clear one as it takes the lease (a person or controller allowed to update the lease asks: kubectl leasegate handover)",
+	MarkerChanged:         "only leasegate marks a lease as its own: a service account may not add, remove or change the label " + contract.Managed,
+	StatusByOthers:        "only leasegate's election controller writes a MultiClusterLease's status",
+	NotHandoverTarget:     "the lease is being handed over (" + contract.HandoverTo + "): until the released term ends only the pod it names may take it, and the pod that released it may not take it back",
+	TimeAhead:             "a pod may not date renewTime or acquireTime ahead of the webhook's clock by more than the clock skew margin",
+	DurationNotGiven:      "a pod may claim a lease only for the lease duration its injection gave it (leasegate.io/lease-duration or the configured election.leaseDuration)",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -136,7 +147,8 @@ var reasonCodes = [...]string{
 	TakeUnexpired: "take_unexpired", NotHolder: "not_holder", DeleteLease: "delete_lease",
 	EvictsOther: "evicts_other", EvictsWhileHolding: "evicts_while_holding", EvictsSelf: "evicts_self",
 	GlobalLeaderElsewhere: "global_leader_elsewhere", HandoverByPod: "handover_by_pod",
-	ForgedLeaderEndpoints: "forged_leader_endpoints",
+	ForgedLeaderEndpoints: "forged_leader_endpoints", MarkerChanged: "marker_changed", StatusByOthers: "status_by_others",
+	NotHandoverTarget: "not_handover_target", TimeAhead: "time_ahead", DurationNotGiven: "duration_not_given",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -298,24 +310,53 @@ func outcomeOf(e config.Enforcement) Outcome {
 	return Denied
 }
 
-// DecideLeaseWrite guards the Leases leasegate manages, so that no follower can hijack or spoof
-// leadership: a pod may write only its own identity as holder, may take a lease only when it is released
-// or expired, may release only a lease it holds, and may not delete one. old is nil on CREATE, updated
-// nil on DELETE. People and exempt requesters pass; service accounts without a pod identity follow
-// missingPodIdentity.
-func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinationv1.Lease, now time.Time) Verdict {
-	if p.exempt(requester) {
+// LeaseWrite is a write to a Lease or MultiClusterLease leasegate manages. A MultiClusterLease's metadata
+// and spec have a Lease's shape and are read as one.
+type LeaseWrite struct {
+	Requester *Requester
+	// Old is nil on CREATE, New nil on DELETE.
+	Old, New *coordinationv1.Lease
+	// Status: the write is to a MultiClusterLease's status subresource.
+	Status bool
+	// GivenSeconds is the lease duration the requesting pod's injection gave it for this lease (its
+	// recorded status); 0 when it has no such record (a pod leasegate did not inject for this lease,
+	// or one injected before durations were recorded).
+	GivenSeconds int32
+}
+
+// DecideLeaseWrite guards the Leases (and MultiClusterLeases) leasegate manages, so that no follower can
+// hijack, pin or spoof leadership: a pod may write only its own identity as holder, may take a lease only
+// when it is released or expired (and, while a handover runs, only as its target), may release only a
+// lease it holds, may not delete one, may not date its terms ahead of the webhook's clock nor claim a
+// longer term than its injection gave it, and no service account may change the label that makes a lease
+// leasegate's (which decides what reaches this guard and how the fence reads the holder) or write a
+// MultiClusterLease's status. People and exempt requesters pass; service accounts without a pod identity
+// follow missingPodIdentity.
+func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
+	if p.exempt(w.Requester) {
 		return Verdict{Reason: Exempt}
 	}
-	if _, _, isServiceAccount := requester.serviceAccount(); !isServiceAccount {
+	if _, _, isServiceAccount := w.Requester.serviceAccount(); !isServiceAccount {
 		return Verdict{Reason: NotGated}
 	}
+	old, updated := w.Old, w.New
 	target := updated
 	if target == nil {
 		target = old
 	}
 	v := Verdict{LeaseNamespace: target.Namespace, LeaseName: target.Name}
-	podName, podUID, ok := requester.Pod()
+	if old != nil {
+		v.Holder = ptr.Deref(old.Spec.HolderIdentity, "")
+	}
+	switch {
+	case w.Status:
+		v.Reason, v.Outcome = StatusByOthers, Denied
+		return v
+	case updated != nil && markerOf(old) != markerOf(updated):
+		v.Reason, v.Outcome = MarkerChanged, Denied
+		return v
+	}
+	podName, podUID, ok := w.Requester.Pod()
 	if !ok {
 		v.Reason, v.Outcome = NoPodIdentity, outcomeOf(p.missingIdentity)
 		return v
@@ -326,10 +367,11 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 	}
 	next := ptr.Deref(updated.Spec.HolderIdentity, "")
 	var current lease.Judgement
+	var prior lease.Spec
 	if old != nil {
-		current = leasev1.Judge(&old.Spec, now, p.margin)
+		prior = leasev1.Spec(&old.Spec)
+		current = lease.Judge(&prior, now, p.margin)
 	}
-	v.Holder = current.Holder
 	ownsCurrent := current.Holder != "" && lease.AgentFormat.Names(current.Holder, podName, podUID)
 	switch {
 	case asksHandover(old, updated):
@@ -338,14 +380,81 @@ func (p *Policy) DecideLeaseWrite(requester *Requester, old, updated *coordinati
 		v.Reason = ForeignHolder
 	case next != "" && current.State == lease.Held && !ownsCurrent:
 		v.Reason = TakeUnexpired
+	case next != "" && !ownsCurrent && handoverBars(old, current, &prior, next, now, p.margin):
+		v.Reason = NotHandoverTarget
 	case next == "" && current.Holder != "" && !ownsCurrent:
 		v.Reason = NotHolder
+	case datedAhead(old, updated, now, p.margin):
+		v.Reason = TimeAhead
+	case !p.durationGiven(w, next != ""):
+		v.Reason = DurationNotGiven
 	default:
 		v.Reason = HoldsLease
 		return v
 	}
 	v.Outcome = Denied
 	return v
+}
+
+// markerOf is the value of the label that makes a lease leasegate's; "" for none (or no lease).
+func markerOf(l *coordinationv1.Lease) string {
+	if l == nil {
+		return ""
+	}
+	return l.Labels[contract.Managed]
+}
+
+// handoverBars reports whether a handover asked on the released lease old keeps identity from taking it:
+// the agents keep that rule among themselves, and this keeps it for any pod.
+func handoverBars(old *coordinationv1.Lease, current lease.Judgement, released *lease.Spec, identity string, now time.Time, margin time.Duration) bool {
+	if old == nil {
+		return false
+	}
+	h, asked := lease.HandoverOf(old.Annotations)
+	if !asked {
+		return false
+	}
+	_, barred := h.Bars(current, released, identity, now, margin)
+	return barred
+}
+
+// datedAhead reports whether a write sets renewTime or acquireTime later than the webhook's clock plus
+// the clock skew margin: a holder that did could keep the lease long after it stopped renewing (a
+// renewTime a year ahead holds it for a year). Times it leaves as they were are not judged again; times
+// in the past only shorten the writer's own term.
+func datedAhead(old, updated *coordinationv1.Lease, now time.Time, margin time.Duration) bool {
+	latest := now.Add(margin)
+	var was *coordinationv1.LeaseSpec
+	if old != nil {
+		was = &old.Spec
+	}
+	ahead := func(t, before *metav1.MicroTime) bool {
+		return t != nil && t.After(latest) && (before == nil || !t.Equal(before))
+	}
+	if was == nil {
+		return ahead(updated.Spec.RenewTime, nil) || ahead(updated.Spec.AcquireTime, nil)
+	}
+	return ahead(updated.Spec.RenewTime, was.RenewTime) || ahead(updated.Spec.AcquireTime, was.AcquireTime)
+}
+
+// durationGiven reports whether the write's leaseDurationSeconds is one the requester may claim. A pod
+// writing itself as holder claims exactly what its injection gave it for this lease; a pod without that
+// record (one leasegate did not inject for this lease, or injected before the record existed) claims no
+// more than the configured election.leaseDuration or what the lease already had. A release may keep the
+// term (a handover bars others for as long) or shorten it, never lengthen it.
+func (p *Policy) durationGiven(w *LeaseWrite, claims bool) bool {
+	seconds := ptr.Deref(w.New.Spec.LeaseDurationSeconds, 0)
+	limit := w.GivenSeconds
+	if limit == 0 {
+		limit = p.defaultLeaseSeconds
+		if w.Old != nil {
+			limit = max(limit, ptr.Deref(w.Old.Spec.LeaseDurationSeconds, 0))
+		}
+	}
+	if claims && w.GivenSeconds != 0 {
+		return seconds == w.GivenSeconds
+	}
+	return seconds <= limit
 }
 
 // asksHandover reports whether a write sets or changes a handover request. Removing one is how the pod

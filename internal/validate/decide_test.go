@@ -279,43 +279,113 @@ func TestDecideMissingPodIdentityModes(t *testing.T) {
 
 func TestDecideLeaseWrite(t *testing.T) {
 	p := testPolicy(t, "")
-	a, b := pod("shop", "orders", "orders-a", "uid-a"), pod("shop", "orders", "orders-b", "uid-b")
+	a, b, c := pod("shop", "orders", "orders-a", "uid-a"), pod("shop", "orders", "orders-b", "uid-b"), pod("shop", "orders", "orders-c", "uid-c")
 	held := heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)
 	expired := heldLease("shop", "orders", "orders-a_uid-a", 20*time.Second, true)
 	released := heldLease("shop", "orders", "", 0, true)
+	// As the holder leaves it when it hands over: released a moment ago, keeping its 15 s term.
+	handedOver := handover(heldLease("shop", "orders", "", time.Second, true), "orders-b")
+	handoverLapsed := handover(heldLease("shop", "orders", "", 20*time.Second, true), "orders-b")
 	writing := func(holder string) *coordinationv1.Lease {
 		return heldLease("shop", "orders", holder, 0, true)
 	}
+	unmarked := func(l *coordinationv1.Lease) *coordinationv1.Lease {
+		l = l.DeepCopy()
+		delete(l.Labels, contract.Managed)
+		return l
+	}
+	relabelled := func(l *coordinationv1.Lease, value string) *coordinationv1.Lease {
+		l = l.DeepCopy()
+		l.Labels[contract.Managed] = value
+		return l
+	}
+	renewedAt := func(l *coordinationv1.Lease, at time.Time) *coordinationv1.Lease {
+		l = l.DeepCopy()
+		l.Spec.RenewTime = &metav1.MicroTime{Time: at}
+		return l
+	}
+	acquiredAt := func(l *coordinationv1.Lease, at time.Time) *coordinationv1.Lease {
+		l = l.DeepCopy()
+		l.Spec.AcquireTime = &metav1.MicroTime{Time: at}
+		return l
+	}
+	lasting := func(l *coordinationv1.Lease, seconds int32) *coordinationv1.Lease {
+		l = l.DeepCopy()
+		l.Spec.LeaseDurationSeconds = ptr.To(seconds)
+		return l
+	}
+	controller := &Requester{Username: "system:serviceaccount:shop:orders"}
 	tests := []struct {
 		name      string
 		requester *Requester
 		old, new  *coordinationv1.Lease
-		want      Reason
-		outcome   Outcome
+		status    bool
+		// given is the lease duration the requester's injection recorded; 0: none.
+		given   int32
+		want    Reason
+		outcome Outcome
 	}{
-		{"the holder renews", a, held, writing("orders-a_uid-a"), HoldsLease, Allowed},
-		{"the holder releases", a, held, writing(""), HoldsLease, Allowed},
-		{"a follower takes a released lease", b, released, writing("orders-b_uid-b"), HoldsLease, Allowed},
-		{"a follower takes an expired lease", b, expired, writing("orders-b_uid-b"), HoldsLease, Allowed},
-		{"a follower may not take an unexpired lease", b, held, writing("orders-b_uid-b"), TakeUnexpired, Denied},
-		{"a follower may not write another pod's identity", b, released, writing("orders-c_uid-c"), ForeignHolder, Denied},
-		{"a follower may not spoof the holder's identity", b, held, writing("orders-a_uid-a"), ForeignHolder, Denied},
-		{"a pod with a recycled name may not pass as the holder", pod("shop", "orders", "orders-a", "uid-new"), held, writing("orders-a_uid-a"), ForeignHolder, Denied},
-		{"a follower may not release the holder's lease", b, held, writing(""), NotHolder, Denied},
-		{"a follower may not release even an expired lease", b, expired, writing(""), NotHolder, Denied},
-		{"a pod may not delete a lease", a, held, nil, DeleteLease, Denied},
-		{"a pod may create a lease for itself", a, nil, writing("orders-a_uid-a"), HoldsLease, Allowed},
-		{"an exempt requester may do anything", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, nil, Exempt, Allowed},
-		{"a person is not gated", &Requester{Username: "jane@example.com"}, held, writing("jane"), NotGated, Allowed},
-		{"a person may ask for a handover", &Requester{Username: "jane@example.com"}, held, handover(held, "orders-b"), NotGated, Allowed},
-		{"a follower may not ask the holder to hand over", b, held, handover(held, "orders-b"), HandoverByPod, Denied},
-		{"the holder may not redirect a handover asked of it", a, handover(held, "orders-b"), handover(writing("orders-a_uid-a"), "orders-a"), HandoverByPod, Denied},
-		{"the holder releases for a handover, keeping the request", a, handover(held, "orders-b"), handover(writing(""), "orders-b"), HoldsLease, Allowed},
-		{"the target takes the lease and clears the request", b, handover(released, "orders-b"), writing("orders-b_uid-b"), HoldsLease, Allowed},
+		{"the holder renews", a, held, writing("orders-a_uid-a"), false, 0, HoldsLease, Allowed},
+		{"the holder releases", a, held, writing(""), false, 0, HoldsLease, Allowed},
+		{"a follower takes a released lease", b, released, writing("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
+		{"a follower takes an expired lease", b, expired, writing("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
+		{"a follower may not take an unexpired lease", b, held, writing("orders-b_uid-b"), false, 0, TakeUnexpired, Denied},
+		{"a follower may not write another pod's identity", b, released, writing("orders-c_uid-c"), false, 0, ForeignHolder, Denied},
+		{"a follower may not spoof the holder's identity", b, held, writing("orders-a_uid-a"), false, 0, ForeignHolder, Denied},
+		{"a pod with a recycled name may not pass as the holder", pod("shop", "orders", "orders-a", "uid-new"), held, writing("orders-a_uid-a"), false, 0, ForeignHolder, Denied},
+		{"a follower may not release the holder's lease", b, held, writing(""), false, 0, NotHolder, Denied},
+		{"a follower may not release even an expired lease", b, expired, writing(""), false, 0, NotHolder, Denied},
+		{"a pod may not delete a lease", a, held, nil, false, 0, DeleteLease, Denied},
+		{"a pod may create an unmarked lease for itself", a, nil, unmarked(writing("orders-a_uid-a")), false, 0, HoldsLease, Allowed},
+		{"an exempt requester may do anything", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, nil, false, 0, Exempt, Allowed},
+		{"a person is not gated", &Requester{Username: "jane@example.com"}, held, writing("jane"), false, 0, NotGated, Allowed},
+		{"a person may ask for a handover", &Requester{Username: "jane@example.com"}, held, handover(held, "orders-b"), false, 0, NotGated, Allowed},
+		{"a follower may not ask the holder to hand over", b, held, handover(held, "orders-b"), false, 0, HandoverByPod, Denied},
+		{"the holder may not redirect a handover asked of it", a, handover(held, "orders-b"), handover(writing("orders-a_uid-a"), "orders-a"), false, 0, HandoverByPod, Denied},
+		{"the holder releases for a handover, keeping the request", a, handover(held, "orders-b"), handover(writing(""), "orders-b"), false, 0, HoldsLease, Allowed},
+		{"the target takes the lease and clears the request", b, handedOver, writing("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
+
+		// The label that makes a lease leasegate's: what reaches this guard, and how the fence reads the holder.
+		{"a follower may not unmark a released lease", b, released, unmarked(released), false, 0, MarkerChanged, Denied},
+		{"a follower may not unmark it as it takes it", b, released, unmarked(writing("orders-b_uid-b")), false, 0, MarkerChanged, Denied},
+		{"the holder may not unmark its lease", a, held, unmarked(writing("orders-a_uid-a")), false, 0, MarkerChanged, Denied},
+		{"a pod may not change the marker's value", a, held, relabelled(writing("orders-a_uid-a"), "false"), false, 0, MarkerChanged, Denied},
+		{"a pod may not mark a lease as leasegate's", a, unmarked(held), writing("orders-a_uid-a"), false, 0, MarkerChanged, Denied},
+		{"a pod may not create a lease marked as leasegate's", a, nil, writing("orders-a_uid-a"), false, 0, MarkerChanged, Denied},
+		{"nor may a service account without a pod identity, whatever missingPodIdentity says", controller, released, unmarked(released), false, 0, MarkerChanged, Denied},
+		{"a person may unmark a lease", &Requester{Username: "jane@example.com"}, held, unmarked(held), false, 0, NotGated, Allowed},
+
+		// The lease's terms: a pod may not pin it.
+		{"a pod may not take a lease renewed a year ahead", b, released, renewedAt(writing("orders-b_uid-b"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
+		{"the holder may not renew a year ahead", a, held, renewedAt(writing("orders-a_uid-a"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
+		{"nor release with a renew time that bars a handover's others for a year", a, handover(held, "orders-b"), renewedAt(handover(writing(""), "orders-b"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
+		{"nor acquire a year ahead", b, released, acquiredAt(writing("orders-b_uid-b"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
+		{"a renew time within the clock skew margin passes", a, held, renewedAt(writing("orders-a_uid-a"), now.Add(time.Second)), false, 15, HoldsLease, Allowed},
+		{"a renew time past the margin does not", a, held, renewedAt(writing("orders-a_uid-a"), now.Add(time.Second+time.Microsecond)), false, 15, TimeAhead, Denied},
+		{"an acquire time left as it was is not judged again", a, acquiredAt(held, now.Add(time.Hour)), acquiredAt(writing("orders-a_uid-a"), now.Add(time.Hour)), false, 15, HoldsLease, Allowed},
+		{"a pod may not take a lease for 24 h", b, released, lasting(writing("orders-b_uid-b"), 86400), false, 15, DurationNotGiven, Denied},
+		{"a pod claims exactly the duration its injection gave it", b, released, lasting(writing("orders-b_uid-b"), 10), false, 15, DurationNotGiven, Denied},
+		{"a pod with a recorded 60 s duration claims 60 s", b, released, lasting(writing("orders-b_uid-b"), 60), false, 60, HoldsLease, Allowed},
+		{"a pod without a record claims no more than election.leaseDuration", b, released, lasting(writing("orders-b_uid-b"), 86400), false, 0, DurationNotGiven, Denied},
+		{"a pod without a record may claim a shorter term", b, released, lasting(writing("orders-b_uid-b"), 3), false, 0, HoldsLease, Allowed},
+		{"a pod without a record keeps the term the lease had", a, lasting(held, 60), lasting(writing("orders-a_uid-a"), 60), false, 0, HoldsLease, Allowed},
+		{"a release may shorten the term to a second", a, held, lasting(writing(""), 1), false, 15, HoldsLease, Allowed},
+		{"a release may not lengthen it", a, handover(held, "orders-b"), lasting(handover(writing(""), "orders-b"), 86400), false, 15, DurationNotGiven, Denied},
+
+		// A handover's target.
+		{"a follower that is not the target may not take a handed-over lease", c, handedOver, writing("orders-c_uid-c"), false, 15, NotHandoverTarget, Denied},
+		{"the pod that handed over may not take it back", a, handedOver, writing("orders-a_uid-a"), false, 15, NotHandoverTarget, Denied},
+		{"anyone may take it once the released term ended", c, handoverLapsed, writing("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+		{"any candidate but the holder may take a lease handed over to no one in particular", c, handover(heldLease("shop", "orders", "", time.Second, true), ""), writing("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+
+		// A MultiClusterLease's status is the election controller's.
+		{"a pod may not write a MultiClusterLease's status", a, held, held, true, 15, StatusByOthers, Denied},
+		{"nor may another service account", controller, held, held, true, 0, StatusByOthers, Denied},
+		{"an exempt requester may", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, held, true, 0, Exempt, Allowed},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := p.DecideLeaseWrite(tt.requester, tt.old, tt.new, now)
+			got := p.DecideLeaseWrite(&LeaseWrite{Requester: tt.requester, Old: tt.old, New: tt.new, Status: tt.status, GivenSeconds: tt.given}, now)
 			if got.Reason != tt.want || got.Outcome != tt.outcome {
 				t.Errorf("DecideLeaseWrite() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
 			}
@@ -390,5 +460,19 @@ func TestDecideLeaderEndpoints(t *testing.T) {
 				t.Errorf("DecideLeaderEndpoints() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
 			}
 		})
+	}
+}
+
+// BenchmarkDecideLeaseWriteRenewal is the lease guard's commonest decision: a holder's renewal.
+func BenchmarkDecideLeaseWriteRenewal(b *testing.B) {
+	p := testPolicy(b, "")
+	old := heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)
+	renewal := heldLease("shop", "orders", "orders-a_uid-a", 0, true)
+	w := &LeaseWrite{Requester: pod("shop", "orders", "orders-a", "uid-a"), Old: old, New: renewal, GivenSeconds: 15}
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := p.DecideLeaseWrite(w, now); v.Reason != HoldsLease {
+			b.Fatal(v)
+		}
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // EventReasonDenied is the reason of the Event recorded for every write a guard fences.
@@ -71,28 +72,51 @@ func (f *Fence) Guarded() admission.Handler {
 	})
 }
 
-// LeaseWrites guards the Leases leasegate manages (path /validate-leases).
+// LeaseWrites guards the Leases and MultiClusterLeases leasegate manages (path /validate-leases). The
+// lease duration the requesting pod was given comes from the manager's cache of injected pods: no API
+// call.
 func (f *Fence) LeaseWrites() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
-		var old, updated *coordinationv1.Lease
+		// A MultiClusterLease's metadata and spec have a Lease's fields and JSON names: both decode as
+		// a Lease, and the status (the election controller's) is left out.
+		w := &LeaseWrite{Requester: requesterOf(&req), Status: req.SubResource == "status"}
 		if req.Operation != admissionv1.Create {
-			old = &coordinationv1.Lease{}
-			if err := json.Unmarshal(req.OldObject.Raw, old); err != nil {
+			w.Old = &coordinationv1.Lease{}
+			if err := json.Unmarshal(req.OldObject.Raw, w.Old); err != nil {
 				return admission.Errored(http.StatusBadRequest, err)
 			}
 		}
 		if req.Operation != admissionv1.Delete {
-			updated = &coordinationv1.Lease{}
-			if err := json.Unmarshal(req.Object.Raw, updated); err != nil {
+			w.New = &coordinationv1.Lease{}
+			if err := json.Unmarshal(req.Object.Raw, w.New); err != nil {
 				return admission.Errored(http.StatusBadRequest, err)
 			}
+			w.GivenSeconds = f.givenSeconds(ctx, w.Requester, req.Namespace, req.Name, req.Resource.Resource == v1alpha1.Resource)
 		}
-		v := f.policy.Load().DecideLeaseWrite(requesterOf(&req), old, updated, start)
+		v := f.policy.Load().DecideLeaseWrite(w, start)
 		resp := f.respond(&req, v)
 		observe(v, "lease", start)
 		return resp
 	})
+}
+
+// givenSeconds is the lease duration the injection of the requesting pod recorded for the lease
+// namespace/name, or 0 when the requester is no pod leasegate injected for it.
+func (f *Fence) givenSeconds(ctx context.Context, requester *Requester, namespace, name string, multiCluster bool) int32 {
+	podName, podUID, ok := requester.Pod()
+	if !ok {
+		return 0
+	}
+	pod := &corev1.Pod{}
+	if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: namespace, Name: podName}, pod); err != nil || string(pod.UID) != podUID {
+		return 0
+	}
+	status := inject.StatusOf(pod)
+	if (status.LeaseKind == config.LeaseKindMultiClusterLease) != multiCluster {
+		return 0
+	}
+	return status.LeaseSeconds[name]
 }
 
 // Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction from a

@@ -31,8 +31,8 @@ import (
 type LeaseCache struct {
 	client kubernetes.Interface
 	log    logr.Logger
-	// MultiClusterLeases reads the MultiClusterLeases guards name: the manager's cache, whose informer
-	// starts with the first such guard's first request. Nil: no MultiClusterLease is ever found.
+	// MultiClusterLeases reads the MultiClusterLeases guards and injected pods name: the manager's
+	// cache, whose informer starts with the first lookup. Nil: no MultiClusterLease is ever found.
 	MultiClusterLeases client.Reader
 
 	mu     sync.RWMutex

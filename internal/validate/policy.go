@@ -50,6 +50,9 @@ type Policy struct {
 	exemptGroups    map[string]bool
 	missingIdentity config.Enforcement
 	margin          time.Duration
+	// defaultLeaseSeconds is election.leaseDuration in whole seconds, as an agent writes it: the longest
+	// term a pod whose injection recorded none may claim.
+	defaultLeaseSeconds int32
 	// ownAccounts is "system:serviceaccount:<leasegate's namespace>:": leasegate provisions and removes
 	// Leases itself and is never fenced.
 	ownAccounts string
@@ -59,12 +62,13 @@ type Policy struct {
 // ownNamespace.
 func Compile(cfg *config.Config, ownNamespace string) *Policy {
 	p := &Policy{
-		ownAccounts:     saPrefix + ownNamespace + ":",
-		rules:           map[groupResource][]rule{},
-		exemptUsers:     set(cfg.Exempt.Users),
-		exemptGroups:    set(cfg.Exempt.Groups),
-		missingIdentity: cfg.MissingPodIdentity,
-		margin:          cfg.Election.ClockSkewMargin.Duration,
+		ownAccounts:         saPrefix + ownNamespace + ":",
+		rules:               map[groupResource][]rule{},
+		exemptUsers:         set(cfg.Exempt.Users),
+		exemptGroups:        set(cfg.Exempt.Groups),
+		missingIdentity:     cfg.MissingPodIdentity,
+		margin:              cfg.Election.ClockSkewMargin.Duration,
+		defaultLeaseSeconds: int32(cfg.Election.LeaseDuration.Duration / time.Second),
 	}
 	for i := range cfg.Guards {
 		g := &cfg.Guards[i]
