@@ -243,6 +243,11 @@ func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string
 		w.WriteString(r.Host)
 		w.WriteString("\r\n")
 	}
+	// TE is hop-by-hop, but "trailers" in it says the client takes trailers, which gRPC-minded apps
+	// check: passed on, as ReverseProxy does.
+	if hasToken(r.Header["Te"], "trailers") {
+		w.WriteString("Te: trailers\r\n")
+	}
 	if r.TLS != nil {
 		w.WriteString("X-Forwarded-Proto: https\r\n")
 	} else {

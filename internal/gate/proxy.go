@@ -12,7 +12,6 @@ import (
 	"os"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -63,11 +62,16 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 		pr.SetURL(target)
 		pr.Out.Host = pr.In.Host // the app sees the Host its clients asked for
 		pr.SetXForwarded()
+		// The gate's server answered the client's Expect when the body was read; the app's own 100
+		// would reach the client as a second one.
+		pr.Out.Header.Del("Expect")
 	}
 	// gRPC needs HTTP/2 end to end; the app listens in cleartext on loopback, so h2c.
-	h2c := &http.Transport{Protocols: new(http.Protocols), MaxIdleConnsPerHost: 64}
+	// DisableCompression: the app gets the Accept-Encoding its client sent, not one the gate added (and
+	// then undid by decompressing the answer).
+	h2c := &http.Transport{Protocols: new(http.Protocols), MaxIdleConnsPerHost: 64, DisableCompression: true}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	http1 := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: idleUpstreamTimeout}
+	http1 := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: idleUpstreamTimeout, DisableCompression: true}
 	g := &Gate{
 		policy:      policy,
 		leader:      leader,
@@ -166,12 +170,16 @@ func (g *Gate) forwardWhole(w http.ResponseWriter, r *http.Request, req Request,
 // readBody reads r's body into body, all of it within the body timeout.
 func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, body []byte) error {
 	rc := http.NewResponseController(w)
-	// The deadline is lifted once the body is in: the server reads on in the background to notice a
-	// client that goes away, and a deadline left behind would end the request while the app answers.
 	_ = rc.SetReadDeadline(time.Now().Add(g.bodyTimeout))
-	_, err := io.ReadFull(r.Body, body)
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		// The deadline stays: the server would otherwise wait for the rest of the body before it
+		// answers, to keep the connection.
+		return err
+	}
+	// Lifted once the body is in: the server reads on to notice a client that goes away, and a
+	// deadline left behind would end the request while the app answers.
 	_ = rc.SetReadDeadline(time.Time{})
-	return err
+	return nil
 }
 
 // stream passes r through proxy, its body streaming to the app as it comes. A mutation's body is
@@ -180,9 +188,12 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, body []byte) err
 func (g *Gate) stream(proxy http.Handler, w http.ResponseWriter, r *http.Request, mutates bool, start time.Time) {
 	defer g.metrics.observe(mutates, outcomePassed, start)
 	if mutates && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		ctx, cancel := context.WithCancel(r.Context())
-		defer cancel()
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
 		b := &guardedBody{ReadCloser: r.Body, gate: g, cancel: cancel}
+		if r.ProtoMajor == 1 {
+			b.client = http.NewResponseController(w)
+		}
 		g.mu.Lock()
 		g.streaming[b] = struct{}{}
 		g.mu.Unlock()
@@ -201,8 +212,9 @@ var errLost = errors.New("this pod stopped leading while the request's body was 
 type guardedBody struct {
 	io.ReadCloser
 	gate   *Gate
-	cancel context.CancelFunc
-	lost   atomic.Bool
+	cancel context.CancelCauseFunc
+	// client is an HTTP/1 client's connection, whose reads cut ends.
+	client *http.ResponseController
 }
 
 func (b *guardedBody) Read(p []byte) (int, error) {
@@ -217,10 +229,18 @@ func (b *guardedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// cut aborts the request to the app.
+// cut aborts the request to the app, and ends a read of the body that may be waiting on the client
+// (http.Transport waits for it before it gives up on the app). On HTTP/1 an expired read deadline ends
+// it, so that the server also does not wait for the rest of the body before it sends the refusal, and
+// closes the connection after; on HTTP/2 closing the body does, and the stream is reset when the
+// handler returns.
 func (b *guardedBody) cut() {
-	b.lost.Store(true)
-	b.cancel()
+	b.cancel(errLost)
+	if b.client != nil {
+		_ = b.client.SetReadDeadline(time.Unix(1, 0))
+	} else {
+		_ = b.ReadCloser.Close()
+	}
 }
 
 // done takes the body off the gate's streaming bodies.
@@ -233,7 +253,7 @@ func (b *guardedBody) done() {
 // proxyError answers when ReverseProxy could not get the app's answer: a mutation whose body was cut
 // because this pod stopped leading gets the follower's refusal, anything else a 502.
 func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	if b, ok := r.Body.(*guardedBody); ok && b.lost.Load() {
+	if errors.Is(context.Cause(r.Context()), errLost) {
 		g.refuse(w, RequestOf(r), g.leader.Status())
 		return
 	}
