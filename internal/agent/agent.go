@@ -124,7 +124,7 @@ func (a *Agent) newGate() error {
 	if err != nil {
 		return err
 	}
-	if a.gateProxy, err = gate.New(s.Upstream, policy, a.gated.elector, a.registry); err != nil {
+	if a.gateProxy, err = gate.New(s.Upstream, policy, a.gated.elector, a.registry, s.BodyTimeout); err != nil {
 		return err
 	}
 	if a.gateListener, err = net.Listen("tcp", s.Listen); err != nil {
@@ -233,8 +233,10 @@ func (a *Agent) onChange(e *runningElection, s lease.Status) {
 		a.evicting.Do(func() { go a.evictSelf(e) })
 	}
 	if lost && e == a.gated {
-		// Mutations are refused from this instant (the gate asks the elector on every request); close
-		// the idle keep-alive connections too, so clients reconnect and find the new leader.
+		// Mutations are refused from this instant (the gate asks the elector on every request), and
+		// those whose bodies are still streaming to the app are cut; close the idle keep-alive
+		// connections too, so clients reconnect and find the new leader.
+		a.gateProxy.Lost()
 		a.gate.SetKeepAlivesEnabled(false)
 		a.gate.SetKeepAlivesEnabled(true)
 	}

@@ -5,8 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -77,6 +75,8 @@ type GateSettings struct {
 	Methods, GRPCMethods string
 	// Election is the election whose leader may mutate; the only one when empty.
 	Election string
+	// BodyTimeout bounds how long a forwarded request's body may take to arrive.
+	BodyTimeout time.Duration
 }
 
 // Identity is the holder identity this agent writes into the lease.
@@ -150,16 +150,16 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 	if s.ClockSkewMargin < 0 {
 		errs = append(errs, fmt.Errorf("%s=%s: must not be negative", contract.EnvClockSkewMargin, s.ClockSkewMargin))
 	}
-	if s.Gate.Upstream != "" {
-		errs = append(errs, s.validateGate()...)
-	}
+	errs = append(errs, s.validateGate(settings)...)
 	switch s.OnLoss {
 	case OnLossKeep, OnLossRestart:
 	default:
 		errs = append(errs, fmt.Errorf("%s=%s (--on-loss): must be %s or %s", contract.EnvOnLoss, s.OnLoss, OnLossKeep, OnLossRestart))
 	}
 	if s.OnLoss == OnLossRestart {
-		errs = append(errs, s.checkElection(contract.EnvOnLossElection, "on-loss-election", s.OnLossElection)...)
+		if err := s.checkElection(s.OnLossElection); err != nil {
+			errs = append(errs, named(settings, contract.EnvOnLossElection, err))
+		}
 	}
 	switch s.LeaseKind {
 	case LeaseKindLease, LeaseKindMultiClusterLease:
@@ -178,20 +178,13 @@ func (s Settings) electionNames() []string {
 	return names
 }
 
-// checkElection reports a setting that must name one of several elections and does not: it is empty, or
-// names an election the agent does not run. With one election it may be empty.
-func (s Settings) checkElection(env, flag, name string) []error {
-	if s.Elections == "" {
-		return nil // one election, or ParseElections' own errors are reported already
-	}
+// checkElection checks a setting that names one of the agent's elections (gate.CheckElection's rules).
+func (s Settings) checkElection(name string) error {
 	names := s.electionNames()
-	switch {
-	case name == "" && len(names) > 1:
-		return []error{fmt.Errorf("%s (--%s) is required with several elections: one of %s", env, flag, strings.Join(names, ", "))}
-	case name != "" && len(names) > 0 && !slices.Contains(names, name):
-		return []error{fmt.Errorf("%s=%s (--%s): no such election; this pod runs %s", env, name, flag, strings.Join(names, ", "))}
+	if len(names) == 0 {
+		return nil // no valid election: that is reported already
 	}
-	return nil
+	return gate.CheckElection(name, names)
 }
 
 // DefaultGateListen is where the gate listens unless told otherwise: the port after the agent's.
@@ -200,20 +193,45 @@ const DefaultGateListen = ":9441"
 func defaultSettings() Settings {
 	return Settings{
 		Timing: lease.DefaultTiming, ClockSkewMargin: lease.DefaultClockSkewMargin, Readiness: ReadinessHealth, Listen: ":" + strconv.Itoa(contract.AgentPort),
-		Gate:   GateSettings{Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*"},
+		Gate: GateSettings{
+			Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*", BodyTimeout: gate.DefaultBodyTimeout,
+		},
 		OnLoss: OnLossKeep, LeaseKind: LeaseKindLease,
 	}
 }
 
-func (s *Settings) validateGate() []error {
+// validateGate checks every gate setting with the rules the injector applies to its annotations (the
+// package gate's), whether or not the gate is on: a value set for it is meant for it. Each error names
+// the variable, its flag and its value.
+func (s *Settings) validateGate(settings []setting) []error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(s.Gate.Upstream); err != nil {
-		errs = append(errs, fmt.Errorf("%s=%s (--gate-upstream): want the app's host:port, such as 127.0.0.1:8080", contract.EnvGateUpstream, s.Gate.Upstream))
+	check := func(env string, err error) {
+		if err != nil {
+			errs = append(errs, named(settings, env, err))
+		}
 	}
-	if _, err := gate.NewPolicy(s.Gate.Methods, s.Gate.GRPCMethods); err != nil {
-		errs = append(errs, fmt.Errorf("%s (--gate-methods) or %s (--gate-grpc-methods): %w", contract.EnvGateMethods, contract.EnvGateGRPCMethods, err))
+	if s.Gate.Upstream != "" {
+		check(contract.EnvGateUpstream, gate.CheckUpstream(s.Gate.Upstream))
 	}
-	return append(errs, s.checkElection(contract.EnvGateElection, "gate-election", s.Gate.Election)...)
+	check(contract.EnvGateListen, gate.CheckListen(s.Gate.Listen))
+	_, err := gate.ParseMethods(s.Gate.Methods)
+	check(contract.EnvGateMethods, err)
+	check(contract.EnvGateGRPCMethods, gate.ParseGRPCMethods(s.Gate.GRPCMethods))
+	check(contract.EnvGateBodyTimeout, gate.CheckBodyTimeout(s.Gate.BodyTimeout))
+	if s.Gate.Upstream != "" || s.Gate.Election != "" {
+		check(contract.EnvGateElection, s.checkElection(s.Gate.Election))
+	}
+	return errs
+}
+
+// named is err about the setting of env, naming the variable, its flag and its value.
+func named(settings []setting, env string, err error) error {
+	for _, st := range settings {
+		if st.env == env {
+			return fmt.Errorf("%s=%q (--%s): %w", env, st.value.String(), st.flag, err)
+		}
+	}
+	return fmt.Errorf("%s: %w", env, err)
 }
 
 // timingSettings names the variable and flag of each timing field, for errors.
@@ -251,6 +269,7 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{contract.EnvGateMethods, "gate-methods", "HTTP methods only the leader may serve, comma-separated", false, stringValue{&s.Gate.Methods}},
 		{contract.EnvGateGRPCMethods, "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
 		{contract.EnvGateElection, "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
+		{contract.EnvGateBodyTimeout, "gate-body-timeout", "how long a request's body may take to arrive at the gate, when it forwards the body whole (at most 10m)", false, durationValue{&s.Gate.BodyTimeout}},
 		{contract.EnvOnLoss, "on-loss", "when a lease this pod held is lost: keep (report it) or restart (evict this pod through the Eviction API, so it returns as a follower)", false, stringValue{&s.OnLoss}},
 		{contract.EnvLeaseKind, "lease-kind", "what the elections elect on: Lease, or MultiClusterLease (one leader across clusters, confirmed by leasegate's election controller)", false, stringValue{&s.LeaseKind}},
 		{contract.EnvOnLossElection, "on-loss-election", "the election whose loss restarts the pod (the only one when empty)", false, stringValue{&s.OnLossElection}},

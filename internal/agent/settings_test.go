@@ -132,29 +132,49 @@ func TestLoadSettings(t *testing.T) {
 			env: map[string]string{"LEASEGATE_GATE_UPSTREAM": "127.0.0.1:8080", "LEASEGATE_GATE_METHODS": "POST,DELETE",
 				"LEASEGATE_GATE_GRPC_METHODS": "/orders.Orders/*", "LEASEGATE_GATE_LISTEN": ":9500"},
 			want: func(s *Settings) {
-				s.Gate = GateSettings{Upstream: "127.0.0.1:8080", Listen: ":9500", Methods: "POST,DELETE", GRPCMethods: "/orders.Orders/*"}
+				s.Gate = GateSettings{Upstream: "127.0.0.1:8080", Listen: ":9500", Methods: "POST,DELETE", GRPCMethods: "/orders.Orders/*", BodyTimeout: 10 * time.Second}
 			},
 		},
 		{
-			name: "every gate problem, naming the setting",
-			env:  map[string]string{"LEASEGATE_GATE_UPSTREAM": "8080", "LEASEGATE_GATE_METHODS": "post"},
-			wantErrs: []string{
-				"LEASEGATE_GATE_UPSTREAM=8080 (--gate-upstream): want the app's host:port, such as 127.0.0.1:8080",
-				`LEASEGATE_GATE_METHODS (--gate-methods) or LEASEGATE_GATE_GRPC_METHODS (--gate-grpc-methods): HTTP method "post": write methods in capitals`,
+			name: "gate methods in any case, the one election by name and a body timeout",
+			env: map[string]string{"LEASEGATE_GATE_UPSTREAM": "localhost:8080", "LEASEGATE_GATE_METHODS": "post,Delete",
+				"LEASEGATE_GATE_ELECTION": "orders", "LEASEGATE_GATE_BODY_TIMEOUT": "30s"},
+			want: func(s *Settings) {
+				s.Gate.Upstream, s.Gate.Methods, s.Gate.Election, s.Gate.BodyTimeout = "localhost:8080", "post,Delete", "orders", 30*time.Second
 			},
+		},
+		{
+			name: "every gate problem, naming the variable, its flag and its value",
+			env: map[string]string{
+				"LEASEGATE_GATE_UPSTREAM": "127.0.0.1:99999", "LEASEGATE_GATE_METHODS": "POST;DELETE", "LEASEGATE_GATE_GRPC_METHODS": "Create",
+				"LEASEGATE_GATE_LISTEN": "127.0.0.1:notaport", "LEASEGATE_GATE_ELECTION": "writer", "LEASEGATE_GATE_BODY_TIMEOUT": "0s",
+			},
+			wantErrs: []string{
+				`LEASEGATE_GATE_UPSTREAM="127.0.0.1:99999" (--gate-upstream): port "99999": want a number from 1 to 65535`,
+				`LEASEGATE_GATE_LISTEN="127.0.0.1:notaport" (--gate-listen): port "notaport": want a number from 0 to 65535, such as :9441`,
+				`LEASEGATE_GATE_METHODS="POST;DELETE" (--gate-methods): HTTP method "POST;DELETE": separate methods with commas, e.g. POST,PUT,PATCH,DELETE`,
+				`LEASEGATE_GATE_GRPC_METHODS="Create" (--gate-grpc-methods): gRPC method "Create": write /package.Service/Method`,
+				`LEASEGATE_GATE_ELECTION="writer" (--gate-election): no election "writer": the pod runs orders`,
+				`LEASEGATE_GATE_BODY_TIMEOUT="0s" (--gate-body-timeout): 0s: want a duration above 0 and at most 10m0s`,
+			},
+		},
+		{
+			name:     "a misspelt gate method",
+			args:     []string{"--gate-upstream=127.0.0.1:8080", "--gate-methods=POST,PUT,PATCH,DELET"},
+			wantErrs: []string{`LEASEGATE_GATE_METHODS="POST,PUT,PATCH,DELET" (--gate-methods): HTTP method "DELET": not a registered HTTP method`},
 		},
 		{
 			name: "with several elections the gate must name the one it follows",
 			env: map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_GATE_UPSTREAM": "127.0.0.1:8080", "LEASEGATE_ELECTIONS": `[{"name":"a","lease":"a","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"},` +
 				`{"name":"b","lease":"b","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"}]`},
-			wantErrs: []string{"LEASEGATE_GATE_ELECTION (--gate-election) is required with several elections: one of a, b"},
+			wantErrs: []string{`LEASEGATE_GATE_ELECTION="" (--gate-election): required: the pod runs several elections; name the one whose leader may mutate (one of a, b)`},
 		},
 		{
 			name: "on-loss restart with several elections must name an election the pod runs",
 			env: map[string]string{"LEASEGATE_LEASE": "", "LEASEGATE_ON_LOSS": "restart", "LEASEGATE_ON_LOSS_ELECTION": "c",
 				"LEASEGATE_ELECTIONS": `[{"name":"a","lease":"a","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"},` +
 					`{"name":"b","lease":"b","leaseDuration":"15s","renewDeadline":"10s","retryPeriod":"2s"}]`},
-			wantErrs: []string{"LEASEGATE_ON_LOSS_ELECTION=c (--on-loss-election): no such election; this pod runs a, b"},
+			wantErrs: []string{`LEASEGATE_ON_LOSS_ELECTION="c" (--on-loss-election): no election "c": the pod runs a, b`},
 		},
 		{
 			name:     "on-loss must be keep or restart",

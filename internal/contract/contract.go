@@ -21,12 +21,13 @@ const (
 	Takeover = "leasegate.io/takeover"
 	// Elections lists several named elections, each with its own lease and timing.
 	Elections = "leasegate.io/elections"
-	// Gate names the app container port the mutation gate takes over; GateMethods, GateGRPCMethods and
-	// GateElection tune it.
+	// Gate names the app container port the mutation gate takes over; GateMethods, GateGRPCMethods,
+	// GateElection and GateBodyTimeout tune it.
 	Gate            = "leasegate.io/gate"
 	GateMethods     = "leasegate.io/gate-methods"
 	GateGRPCMethods = "leasegate.io/gate-grpc-methods"
 	GateElection    = "leasegate.io/gate-election"
+	GateBodyTimeout = "leasegate.io/gate-body-timeout"
 	// OnLoss is what a pod does when it loses the lease it held: keep, or restart (evict itself).
 	OnLoss = "leasegate.io/on-loss"
 	// LeaseKind is what the pod's elections elect on: Lease (default), or MultiClusterLease (one leader
@@ -93,6 +94,7 @@ const (
 	EnvGateMethods     = "LEASEGATE_GATE_METHODS"
 	EnvGateGRPCMethods = "LEASEGATE_GATE_GRPC_METHODS"
 	EnvGateElection    = "LEASEGATE_GATE_ELECTION"
+	EnvGateBodyTimeout = "LEASEGATE_GATE_BODY_TIMEOUT"
 	EnvOnLoss          = "LEASEGATE_ON_LOSS"
 	EnvOnLossElection  = "LEASEGATE_ON_LOSS_ELECTION"
 	EnvLeaseKind       = "LEASEGATE_LEASE_KIND"

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -30,10 +31,17 @@ type forwarder struct {
 	upstream string
 	dialer   net.Dialer
 
+	// idleTimeout retires a free connection; reapEvery is how often the free ones are checked.
+	idleTimeout, reapEvery time.Duration
+
 	mu sync.Mutex
 	// idle are the connections to the app that are free, the most recently used last: taking that one
 	// gives the app's keep-alive timeout the least chance to have closed it.
 	idle []*upstreamConn
+	// reaper, while connections are free, checks them every reapEvery and closes those the app closed or
+	// that were idle past idleTimeout: taken last in, first out, the oldest would otherwise never be
+	// looked at.
+	reaper *time.Timer
 	// closed: the gate has stopped (closeIdle), so a connection a request frees is closed, not kept.
 	closed bool
 }
@@ -52,16 +60,22 @@ type upstreamConn struct {
 	headRoom int64
 	limited  bool
 	read     int64
+	// connection is the Connection header of the answer head being read, taken before net/http parses
+	// the head: it drops the whole header when it says close, and with it the headers it names.
+	connection []string
 }
 
 const (
 	maxIdleUpstreamConns = 64
-	// idleUpstreamTimeout retires a free connection, as http.Transport's IdleConnTimeout (90 s here before).
+	// idleUpstreamTimeout retires a free connection, as http.Transport's IdleConnTimeout.
 	idleUpstreamTimeout = 90 * time.Second
+	// reapEvery: a connection the app closed is let go within a second, where http.Transport, which
+	// keeps a goroutine reading each free connection, notices at once.
+	reapEvery = time.Second
 )
 
 func newForwarder(upstream string) *forwarder {
-	return &forwarder{upstream: upstream, dialer: net.Dialer{Timeout: 5 * time.Second}}
+	return &forwarder{upstream: upstream, dialer: net.Dialer{Timeout: 5 * time.Second}, idleTimeout: idleUpstreamTimeout, reapEvery: reapEvery}
 }
 
 // maxForwardedBody is the largest request body the forwarder takes: it reads such a body whole before it
@@ -77,17 +91,11 @@ func (f *forwarder) takes(r *http.Request) bool {
 		r.Method != http.MethodConnect && !hasToken(r.Header["Connection"], "upgrade")
 }
 
-// ServeHTTP forwards r and copies the answer to w. Failures before the answer started are 502s; a failure
-// in the middle of the answer aborts the client's connection, as ReverseProxy does, so the client cannot
-// take a cut answer for a whole one.
-func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	buf := buffers.Get()
-	defer buffers.Put(buf)
-	body := buf[:r.ContentLength]
-	if _, err := io.ReadFull(r.Body, body); err != nil {
-		http.Error(w, "leasegate gate: reading the request's body: "+err.Error(), http.StatusBadRequest)
-		return
-	}
+// forward sends r with body (read whole by the caller) and copies the answer to w; buf is a spare buffer
+// for the copy. Failures before the answer started are 502s; a failure in the middle of the answer
+// aborts the client's connection, as ReverseProxy does, so the client cannot take a cut answer for a
+// whole one.
+func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body, buf []byte) {
 	conn, resp, stop, err := f.roundTrip(w, r, body)
 	if err != nil {
 		badGateway(w, r, err)
@@ -97,7 +105,7 @@ func (f *forwarder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	for key, values := range resp.Header {
 		header[key] = values
 	}
-	removeHopByHop(header)
+	removeHopByHop(header, conn.connection)
 	announceTrailers(header, resp.Trailer)
 	w.WriteHeader(resp.StatusCode)
 	err = copyBody(w, resp, buf)
@@ -148,6 +156,7 @@ func (f *forwarder) exchange(w http.ResponseWriter, conn *upstreamConn, r *http.
 	}
 	for range maxInformational + 1 {
 		conn.limitHead()
+		conn.peekConnection()
 		resp, err := http.ReadResponse(conn.r, r)
 		conn.unlimit()
 		switch {
@@ -156,6 +165,8 @@ func (f *forwarder) exchange(w http.ResponseWriter, conn *upstreamConn, r *http.
 				err = fmt.Errorf("the head of the app's answer is larger than %d bytes", maxResponseHead)
 			}
 			return nil, err
+		case resp.StatusCode < 100:
+			return nil, fmt.Errorf("the app answered with status %d, not an HTTP status", resp.StatusCode)
 		case resp.StatusCode >= 200:
 			return resp, nil
 		case resp.StatusCode == http.StatusSwitchingProtocols:
@@ -165,6 +176,7 @@ func (f *forwarder) exchange(w http.ResponseWriter, conn *upstreamConn, r *http.
 			for key, values := range resp.Header {
 				header[key] = values
 			}
+			removeHopByHop(header, conn.connection)
 			w.WriteHeader(resp.StatusCode)
 			clear(header) // a 1xx's headers are its own, not the final answer's
 		}
@@ -231,6 +243,11 @@ func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string
 		w.WriteString(r.Host)
 		w.WriteString("\r\n")
 	}
+	// TE is hop-by-hop, but "trailers" in it says the client takes trailers, which gRPC-minded apps
+	// check: passed on, as ReverseProxy does.
+	if hasToken(r.Header["Te"], "trailers") {
+		w.WriteString("Te: trailers\r\n")
+	}
 	if r.TLS != nil {
 		w.WriteString("X-Forwarded-Proto: https\r\n")
 	} else {
@@ -291,7 +308,7 @@ func (f *forwarder) conn(ctx context.Context, fresh bool) (*upstreamConn, error)
 		c := f.idle[n-1]
 		f.idle = f.idle[:n-1]
 		f.mu.Unlock()
-		if time.Since(c.freed) < idleUpstreamTimeout && c.open() {
+		if time.Since(c.freed) < f.idleTimeout && c.open() {
 			c.read = 0
 			return c, nil
 		}
@@ -316,6 +333,31 @@ func (f *forwarder) release(c *upstreamConn) {
 		return
 	}
 	f.idle = append(f.idle, c)
+	if f.reaper == nil {
+		f.reaper = time.AfterFunc(f.reapEvery, f.reap)
+	}
+}
+
+// reap closes the free connections the app closed or that were idle past the idle timeout, and checks
+// again later while any are left.
+func (f *forwarder) reap() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	kept := f.idle[:0]
+	for _, c := range f.idle {
+		if time.Since(c.freed) < f.idleTimeout && c.open() {
+			kept = append(kept, c)
+		} else {
+			c.Close()
+		}
+	}
+	clear(f.idle[len(kept):])
+	f.idle = kept
+	if len(f.idle) > 0 && !f.closed {
+		f.reaper.Reset(f.reapEvery)
+	} else {
+		f.reaper = nil
+	}
 }
 
 // closeIdle closes the free connections, and from now on each one a request frees.
@@ -323,6 +365,10 @@ func (f *forwarder) closeIdle() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.closed = true
+	if f.reaper != nil {
+		f.reaper.Stop()
+		f.reaper = nil
+	}
 	for _, c := range f.idle {
 		c.Close()
 	}
@@ -354,6 +400,37 @@ func (c *upstreamConn) limitHead() {
 }
 
 func (c *upstreamConn) unlimit() { c.limited = false }
+
+// peekConnection keeps the Connection header of the answer head at the front of the reader, when the
+// head fits the reader's buffer (4 KiB), without consuming it.
+func (c *upstreamConn) peekConnection() {
+	c.connection = c.connection[:0]
+	head := c.peekHead()
+	for len(head) > 0 {
+		line, rest, _ := bytes.Cut(head, []byte("\n"))
+		if len(line) > len("connection:") && bytes.EqualFold(line[:len("connection:")], []byte("connection:")) {
+			c.connection = append(c.connection, string(bytes.TrimSpace(line[len("connection:"):])))
+		}
+		head = rest
+	}
+}
+
+// peekHead returns the answer head at the front of the reader, waiting for it as net/http would; nil
+// when it does not fit the buffer or the connection fails (which the read of the head then reports).
+func (c *upstreamConn) peekHead() []byte {
+	for n := 1; ; n = c.r.Buffered() + 1 {
+		if n > c.r.Size() {
+			return nil
+		}
+		if _, err := c.r.Peek(n); err != nil {
+			return nil
+		}
+		buffered, _ := c.r.Peek(c.r.Buffered())
+		if end := headEnd(buffered); end >= 0 {
+			return buffered[:end]
+		}
+	}
+}
 
 // nothingRead reports whether err ended an exchange in which the app sent nothing at all: it closed the
 // connection (EOF, reset) without answering.
@@ -417,11 +494,22 @@ func isForwarding(key string) bool {
 	return key == "Forwarded" || key == "X-Forwarded-For" || key == "X-Forwarded-Host" || key == "X-Forwarded-Proto"
 }
 
-// removeHopByHop deletes the app's hop-by-hop headers from the answer the client gets.
-func removeHopByHop(header http.Header) {
+// headEnd is where a head ends: at its first empty line, "\r\n" or, as net/http also reads, "\n"; -1
+// when it has not ended.
+func headEnd(b []byte) int {
+	crlf, lf := bytes.Index(b, []byte("\n\r\n")), bytes.Index(b, []byte("\n\n"))
+	if crlf < 0 || (lf >= 0 && lf < crlf) {
+		return lf
+	}
+	return crlf
+}
+
+// removeHopByHop deletes the app's hop-by-hop headers from the answer the client gets: those it names
+// in its Connection header, as net/http left it or as connection (its values as the app sent them) has.
+func removeHopByHop(header http.Header, connection []string) {
 	connectionTokens := header["Connection"]
 	for key := range header {
-		if isHopByHop(key, connectionTokens) {
+		if isHopByHop(key, connectionTokens) || hasToken(connection, key) {
 			delete(header, key)
 		}
 	}

@@ -33,23 +33,50 @@ func TestPolicyMutates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// noPost gates no POST: the app uses POST for searches, so only an override can make one mutate.
+	noPost, err := NewPolicy("put,patch,delete", "*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const grpc = "application/grpc"
 	tests := []struct {
 		name   string
 		policy Policy
 		req    Request
 		want   bool
 	}{
-		{"GET reads", p, Request{Method: "GET", Path: "/orders"}, false},
-		{"HEAD reads", p, Request{Method: "HEAD", Path: "/orders"}, false},
-		{"OPTIONS reads", p, Request{Method: "OPTIONS", Path: "/orders"}, false},
-		{"POST mutates", p, Request{Method: "POST", Path: "/orders"}, true},
-		{"PUT mutates", p, Request{Method: "PUT", Path: "/orders/1"}, true},
-		{"PATCH mutates", p, Request{Method: "PATCH", Path: "/orders/1"}, true},
-		{"DELETE mutates", p, Request{Method: "DELETE", Path: "/orders/1"}, true},
-		{"a listed gRPC method mutates", p, Request{Method: "POST", Path: "/orders.Orders/Create", ContentType: "application/grpc"}, true},
-		{"an unlisted gRPC method reads, though every gRPC call is a POST", p, Request{Method: "POST", Path: "/orders.Orders/Get", ContentType: "application/grpc+proto"}, false},
-		{"a gRPC service listed with /* mutates in every method", p, Request{Method: "POST", Path: "/orders.Admin/Reset", ContentType: "application/grpc"}, true},
-		{"gRPC * gates every method", all, Request{Method: "POST", Path: "/grpc.health.v1.Health/Check", ContentType: "application/grpc"}, true},
+		{"GET reads", p, Request{Method: "GET", Path: "/orders", ProtoMajor: 1}, false},
+		{"HEAD reads", p, Request{Method: "HEAD", Path: "/orders", ProtoMajor: 1}, false},
+		{"OPTIONS reads", p, Request{Method: "OPTIONS", Path: "/orders", ProtoMajor: 1}, false},
+		{"POST mutates", p, Request{Method: "POST", Path: "/orders", ProtoMajor: 1}, true},
+		{"PUT mutates", p, Request{Method: "PUT", Path: "/orders/1", ProtoMajor: 1}, true},
+		{"PATCH mutates", p, Request{Method: "PATCH", Path: "/orders/1", ProtoMajor: 1}, true},
+		{"DELETE mutates", p, Request{Method: "DELETE", Path: "/orders/1", ProtoMajor: 1}, true},
+		{"post in lower case mutates, as app stacks that fold case route it", p, Request{Method: "post", Path: "/orders", ProtoMajor: 1}, true},
+		{"Delete in mixed case mutates", p, Request{Method: "Delete", Path: "/orders/1", ProtoMajor: 2}, true},
+		{"a method listed in lower case matches its capitals", noPost, Request{Method: "DELETE", Path: "/orders/1", ProtoMajor: 1}, true},
+		{"an ungated POST reads", noPost, Request{Method: "POST", Path: "/search", ProtoMajor: 1}, false},
+		{"an ungated POST with X-HTTP-Method-Override: DELETE mutates", noPost,
+			Request{Method: "POST", Path: "/orders/1", ProtoMajor: 1, Header: http.Header{"X-Http-Method-Override": {"DELETE"}}}, true},
+		{"a GET with X-HTTP-Method: delete mutates", noPost,
+			Request{Method: "GET", Path: "/orders/1", ProtoMajor: 1, Header: http.Header{"X-Http-Method": {" delete "}}}, true},
+		{"a GET with X-Method-Override: PUT mutates", noPost,
+			Request{Method: "GET", Path: "/orders/1", ProtoMajor: 1, Header: http.Header{"X-Method-Override": {"PUT"}}}, true},
+		{"an override to a read leaves a gated method gated", p,
+			Request{Method: "POST", Path: "/orders", ProtoMajor: 1, Header: http.Header{"X-Http-Method-Override": {"GET"}}}, true},
+		{"an ungated POST with ?_method=DELETE mutates", noPost, Request{Method: "POST", Path: "/orders/1", ProtoMajor: 1, RawQuery: "x=1&_method=DELETE"}, true},
+		{"?_method=patch in lower case mutates", noPost, Request{Method: "POST", Path: "/orders/1", ProtoMajor: 1, RawQuery: "_method=patch"}, true},
+		{"?_method percent-encoded mutates", noPost, Request{Method: "POST", Path: "/orders/1", ProtoMajor: 1, RawQuery: "%5Fmethod=%44ELETE"}, true},
+		{"?_method=GET reads", noPost, Request{Method: "POST", Path: "/search", ProtoMajor: 1, RawQuery: "_method=GET&q=1"}, false},
+		{"a query parameter that only ends in _method reads", noPost, Request{Method: "POST", Path: "/search", ProtoMajor: 1, RawQuery: "x_method=DELETE"}, false},
+		{"a listed gRPC method mutates", p, Request{Method: "POST", Path: "/orders.Orders/Create", ContentType: grpc, ProtoMajor: 2}, true},
+		{"an unlisted gRPC method reads, though every gRPC call is a POST", p, Request{Method: "POST", Path: "/orders.Orders/Get", ContentType: grpc + "+proto", ProtoMajor: 2}, false},
+		{"a gRPC service listed with /* mutates in every method", p, Request{Method: "POST", Path: "/orders.Admin/Reset", ContentType: grpc, ProtoMajor: 2}, true},
+		{"gRPC * gates every method", all, Request{Method: "POST", Path: "/grpc.health.v1.Health/Check", ContentType: grpc, ProtoMajor: 2}, true},
+		{"a REST POST over HTTP/1.1 that claims gRPC is judged by the HTTP rules", p, Request{Method: "POST", Path: "/orders", ContentType: grpc, ProtoMajor: 1}, true},
+		{"an HTTP/2 PUT that claims gRPC is judged by the HTTP rules", p, Request{Method: "PUT", Path: "/orders/1", ContentType: grpc, ProtoMajor: 2}, true},
+		{"an HTTP/2 post in lower case that claims gRPC is judged by the HTTP rules", p, Request{Method: "post", Path: "/orders.Orders/Get", ContentType: grpc, ProtoMajor: 2}, true},
+		{"an HTTP/1.1 GET that claims gRPC reads", p, Request{Method: "GET", Path: "/orders", ContentType: grpc, ProtoMajor: 1}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,15 +89,52 @@ func TestPolicyMutates(t *testing.T) {
 
 func TestNewPolicyErrors(t *testing.T) {
 	tests := []struct{ name, methods, grpc, want string }{
-		{"lowercase method", "post", "*", `HTTP method "post": write methods in capitals`},
+		{"methods separated by semicolons", "POST;DELETE", "*", `HTTP method "POST;DELETE": separate methods with commas`},
+		{"methods separated by spaces", "POST DELETE", "*", `HTTP method "POST DELETE": separate methods with commas`},
+		{"a misspelt method", "POST,DELET", "*", `HTTP method "DELET": not a registered HTTP method (check its spelling)`},
 		{"no method at all", " , ", "*", "no HTTP method is gated"},
 		{"a gRPC method without its service", "POST", "Create", `gRPC method "Create": write /package.Service/Method, /package.Service/* or *`},
 		{"a gRPC path too deep", "POST", "/a.B/C/D", `gRPC method "/a.B/C/D"`},
+		{"gRPC methods separated by semicolons", "POST", "/a.B/C;/a.B/D", `gRPC method "/a.B/C;/a.B/D"`},
+		{"no gRPC method at all", "POST", " , ", "no gRPC method is gated"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if _, err := NewPolicy(tt.methods, tt.grpc); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("NewPolicy(%q, %q) = %v, want %q", tt.methods, tt.grpc, err, tt.want)
+			}
+		})
+	}
+}
+
+func TestChecks(t *testing.T) {
+	tests := []struct {
+		name, want string
+		err        error
+	}{
+		{"an upstream port above 65535", `port "99999": want a number from 1 to 65535`, CheckUpstream("127.0.0.1:99999")},
+		{"an upstream port 0", `port "0": want a number from 1 to 65535`, CheckUpstream("127.0.0.1:0")},
+		{"an upstream without a host", "want the app's host:port", CheckUpstream(":8080")},
+		{"an upstream without a port", "want the app's host:port", CheckUpstream("8080")},
+		{"a good upstream", "", CheckUpstream("127.0.0.1:8080")},
+		{"a listen port that is not a number", `port "notaport": want a number from 0 to 65535`, CheckListen("127.0.0.1:notaport")},
+		{"a listen address without a port", "want [host]:port", CheckListen("127.0.0.1")},
+		{"listening on any free port", "", CheckListen("127.0.0.1:0")},
+		{"a body timeout of 0", "want a duration above 0 and at most 10m0s", CheckBodyTimeout(0)},
+		{"a body timeout of an hour", "want a duration above 0 and at most 10m0s", CheckBodyTimeout(time.Hour)},
+		{"a good body timeout", "", CheckBodyTimeout(30 * time.Second)},
+		{"no election named with one", "", CheckElection("", []string{"orders"})},
+		{"the one election named", "", CheckElection("orders", []string{"orders"})},
+		{"an unknown election", `no election "nope": the pod runs orders`, CheckElection("nope", []string{"orders"})},
+		{"no election named with several", "required: the pod runs several elections; name the one whose leader may mutate (one of reader, writer)", CheckElection("", []string{"reader", "writer"})},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			switch {
+			case tt.want == "" && tt.err != nil:
+				t.Errorf("got %v, want no error", tt.err)
+			case tt.want != "" && (tt.err == nil || !strings.Contains(tt.err.Error(), tt.want)):
+				t.Errorf("got %v, want %q", tt.err, tt.want)
 			}
 		})
 	}
@@ -134,7 +198,7 @@ func gated(t *testing.T, policy Policy) (gateURL string, l *leadership, registry
 
 	l = &leadership{}
 	registry = prometheus.NewRegistry()
-	g, err := New(strings.TrimPrefix(upstream.URL, "http://"), policy, l, registry)
+	g, err := New(strings.TrimPrefix(upstream.URL, "http://"), policy, l, registry, DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +329,7 @@ func TestGateGRPC(t *testing.T) {
 }
 
 func TestGateUpstreamMustBeHostPort(t *testing.T) {
-	if _, err := New("8080", Policy{}, &leadership{}, prometheus.NewRegistry()); err == nil || !strings.Contains(err.Error(), "want host:port") {
+	if _, err := New("8080", Policy{}, &leadership{}, prometheus.NewRegistry(), DefaultBodyTimeout); err == nil || !strings.Contains(err.Error(), "want the app's host:port") {
 		t.Errorf("New(8080) = %v", err)
 	}
 }
@@ -281,7 +345,7 @@ func BenchmarkGate(b *testing.B) {
 	l := &leadership{}
 	l.leading.Store(true)
 	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
-	g, err := New(strings.TrimPrefix(app.URL, "http://"), policy, l, prometheus.NewRegistry())
+	g, err := New(strings.TrimPrefix(app.URL, "http://"), policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
 	if err != nil {
 		b.Fatal(err)
 	}

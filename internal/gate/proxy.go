@@ -1,12 +1,15 @@
 package gate
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"net"
+	"io"
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"os"
 	"strconv"
 	"sync"
 	"time"
@@ -28,6 +31,8 @@ type Leadership interface {
 type Gate struct {
 	policy Policy
 	leader Leadership
+	// bodyTimeout bounds how long a forwarded request's body may take to arrive.
+	bodyTimeout time.Duration
 	// forward takes plain HTTP/1.x requests, nearly all of them; reverseProxy the rest (upgrades such as
 	// WebSocket, HTTP/2 that is not gRPC, requests with trailers, large or streamed bodies); grpc the
 	// gRPC calls.
@@ -37,35 +42,51 @@ type Gate struct {
 	// transports are reverseProxy's and grpc's, whose free connections Close closes.
 	transports []*http.Transport
 	metrics    *metrics
+
+	// streaming are the mutations whose bodies are still streaming to the app; Lost cuts them.
+	mu        sync.Mutex
+	streaming map[*guardedBody]struct{}
 }
 
-// New returns a gate in front of upstream ("127.0.0.1:<the app's port>").
-func New(upstream string, policy Policy, leader Leadership, registry prometheus.Registerer) (*Gate, error) {
-	if _, _, err := net.SplitHostPort(upstream); err != nil {
-		return nil, fmt.Errorf("upstream %q: want host:port, such as 127.0.0.1:8080: %w", upstream, err)
+// New returns a gate in front of upstream ("127.0.0.1:<the app's port>"); a forwarded request's body
+// has bodyTimeout to arrive.
+func New(upstream string, policy Policy, leader Leadership, registry prometheus.Registerer, bodyTimeout time.Duration) (*Gate, error) {
+	if err := CheckUpstream(upstream); err != nil {
+		return nil, fmt.Errorf("upstream %q: %w", upstream, err)
+	}
+	if err := CheckBodyTimeout(bodyTimeout); err != nil {
+		return nil, fmt.Errorf("body timeout %w", err)
 	}
 	target := &url.URL{Scheme: "http", Host: upstream}
 	rewrite := func(pr *httputil.ProxyRequest) {
 		pr.SetURL(target)
 		pr.Out.Host = pr.In.Host // the app sees the Host its clients asked for
 		pr.SetXForwarded()
+		// The gate's server answered the client's Expect when the body was read; the app's own 100
+		// would reach the client as a second one.
+		pr.Out.Header.Del("Expect")
 	}
 	// gRPC needs HTTP/2 end to end; the app listens in cleartext on loopback, so h2c.
-	h2c := &http.Transport{Protocols: new(http.Protocols), MaxIdleConnsPerHost: 64}
+	// DisableCompression: the app gets the Accept-Encoding its client sent, not one the gate added (and
+	// then undid by decompressing the answer).
+	h2c := &http.Transport{Protocols: new(http.Protocols), MaxIdleConnsPerHost: 64, DisableCompression: true}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	http1 := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 90 * time.Second}
-	return &Gate{
-		policy:  policy,
-		leader:  leader,
-		forward: newForwarder(upstream),
-		// FlushInterval 0: a response of known length goes out in one write. Streamed ones (server-sent
-		// events, gRPC, anything without a Content-Length) are flushed as they come: ReverseProxy does so
-		// for them whatever this says.
-		reverseProxy: &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
-		grpc:         &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: badGateway, BufferPool: buffers},
-		transports:   []*http.Transport{http1, h2c},
-		metrics:      newMetrics(registry),
-	}, nil
+	http1 := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: idleUpstreamTimeout, DisableCompression: true}
+	g := &Gate{
+		policy:      policy,
+		leader:      leader,
+		bodyTimeout: bodyTimeout,
+		forward:     newForwarder(upstream),
+		transports:  []*http.Transport{http1, h2c},
+		metrics:     newMetrics(registry),
+		streaming:   map[*guardedBody]struct{}{},
+	}
+	// FlushInterval 0: a response of known length goes out in one write. Streamed ones (server-sent
+	// events, gRPC, anything without a Content-Length) are flushed as they come: ReverseProxy does so
+	// for them whatever this says.
+	g.reverseProxy = &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: g.proxyError, ModifyResponse: checkStatus, BufferPool: buffers}
+	g.grpc = &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: g.proxyError, ModifyResponse: checkStatus, BufferPool: buffers}
+	return g, nil
 }
 
 // Close closes the gate's connections to the app once their requests are done: call it after the
@@ -77,30 +98,190 @@ func (g *Gate) Close() {
 	}
 }
 
+// Lost cuts the mutations whose bodies are still streaming to the app: call it the moment this pod
+// stops leading. Their requests to the app are aborted (the connection or HTTP/2 stream reset), so the
+// app never gets the end of their bodies. Each streamed body also checks leadership on every piece it
+// passes, so Lost only makes the cut prompt; nothing passes after the loss without it.
+func (g *Gate) Lost() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for b := range g.streaming {
+		b.cut()
+	}
+}
+
 // ServeHTTP passes the request to the app unless it mutates and this pod does not lead.
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	req := Request{Method: r.Method, Path: r.URL.Path, ContentType: r.Header.Get("Content-Type")}
+	req := RequestOf(r)
 	mutates := g.policy.Mutates(req)
-	if mutates {
-		if status := g.leader.Status(); !status.IsLeader {
-			g.refuse(w, req, status)
-			g.metrics.observe(mutates, outcomeGated, start)
+	if mutates && g.refused(w, req, start) {
+		return
+	}
+	switch {
+	case req.IsGRPC():
+		g.stream(g.grpc, w, r, mutates, start)
+	case g.forward.takes(r):
+		g.forwardWhole(w, r, req, mutates, start)
+	default:
+		g.stream(g.reverseProxy, w, r, mutates, start)
+	}
+}
+
+// refused answers a mutation while this pod does not lead, and reports whether it did.
+func (g *Gate) refused(w http.ResponseWriter, req Request, start time.Time) bool {
+	status := g.leader.Status()
+	if status.IsLeader {
+		return false
+	}
+	g.refuse(w, req, status)
+	g.metrics.observe(true, outcomeGated, start)
+	return true
+}
+
+// forwardWhole reads the body (which the forwarder takes whole, at most maxForwardedBody) within the
+// body timeout, decides a mutation again once it is in, so that the app never gets a mutation after
+// this pod stopped leading however slowly its body came, and forwards it.
+func (g *Gate) forwardWhole(w http.ResponseWriter, r *http.Request, req Request, mutates bool, start time.Time) {
+	buf := buffers.Get()
+	defer buffers.Put(buf)
+	body := buf[:r.ContentLength]
+	if len(body) > 0 {
+		if err := g.readBody(w, r, body); err != nil {
+			code := http.StatusBadRequest
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				code = http.StatusRequestTimeout
+				err = fmt.Errorf("it did not arrive within %s", g.bodyTimeout)
+			}
+			http.Error(w, "leasegate gate: reading the request's body: "+err.Error(), code)
+			g.metrics.observe(mutates, outcomePassed, start)
+			return
+		}
+		if mutates && g.refused(w, req, start) {
 			return
 		}
 	}
 	// Deferred, so that a request whose answer was cut short (the app's connection broke mid-answer, and
 	// the handler aborts with http.ErrAbortHandler) is counted and timed too.
 	defer g.metrics.observe(mutates, outcomePassed, start)
-	switch {
-	case req.IsGRPC():
-		g.grpc.ServeHTTP(w, r)
-	case g.forward.takes(r):
-		g.forward.ServeHTTP(w, r)
-	default:
-		g.reverseProxy.ServeHTTP(w, r)
+	g.forward.forward(w, r, body, buf)
+}
+
+// readBody reads r's body into body, all of it within the body timeout.
+func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, body []byte) error {
+	rc := http.NewResponseController(w)
+	_ = rc.SetReadDeadline(time.Now().Add(g.bodyTimeout))
+	if _, err := io.ReadFull(r.Body, body); err != nil {
+		// The deadline stays: the server would otherwise wait for the rest of the body before it
+		// answers, to keep the connection.
+		return err
+	}
+	// Lifted once the body is in: the server reads on to notice a client that goes away, and a
+	// deadline left behind would end the request while the app answers.
+	_ = rc.SetReadDeadline(time.Time{})
+	return nil
+}
+
+// stream passes r through proxy, its body streaming to the app as it comes. A mutation's body is
+// guarded: every piece is passed on only while this pod leads, and Lost cuts it, so the app never gets
+// the end of a mutation's body after this pod stopped leading.
+func (g *Gate) stream(proxy http.Handler, w http.ResponseWriter, r *http.Request, mutates bool, start time.Time) {
+	defer g.metrics.observe(mutates, outcomePassed, start)
+	if mutates && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		ctx, cancel := context.WithCancelCause(r.Context())
+		defer cancel(nil)
+		b := &guardedBody{ReadCloser: r.Body, gate: g, cancel: cancel}
+		if r.ProtoMajor == 1 {
+			b.client = http.NewResponseController(w)
+		}
+		g.mu.Lock()
+		g.streaming[b] = struct{}{}
+		g.mu.Unlock()
+		defer b.done()
+		r = r.WithContext(ctx)
+		r.Body = b
+	}
+	proxy.ServeHTTP(hopByHop1xx{w}, r)
+}
+
+// errLost ends a mutation's body that was streaming when this pod stopped leading.
+var errLost = errors.New("this pod stopped leading while the request's body was streaming")
+
+// guardedBody is a streamed mutation's body: it passes a piece read from the client only while this pod
+// leads, and its end (EOF) too.
+type guardedBody struct {
+	io.ReadCloser
+	gate   *Gate
+	cancel context.CancelCauseFunc
+	// client is an HTTP/1 client's connection, whose reads cut ends.
+	client *http.ResponseController
+}
+
+func (b *guardedBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if !b.gate.leader.Status().IsLeader {
+		b.cut()
+		return 0, errLost
+	}
+	if err != nil {
+		b.done() // the body is in: what follows is the answer, which Lost leaves alone
+	}
+	return n, err
+}
+
+// cut aborts the request to the app, and ends a read of the body that may be waiting on the client
+// (http.Transport waits for it before it gives up on the app). On HTTP/1 an expired read deadline ends
+// it, so that the server also does not wait for the rest of the body before it sends the refusal, and
+// closes the connection after; on HTTP/2 closing the body does, and the stream is reset when the
+// handler returns.
+func (b *guardedBody) cut() {
+	b.cancel(errLost)
+	if b.client != nil {
+		_ = b.client.SetReadDeadline(time.Unix(1, 0))
+	} else {
+		_ = b.ReadCloser.Close()
 	}
 }
+
+// done takes the body off the gate's streaming bodies.
+func (b *guardedBody) done() {
+	b.gate.mu.Lock()
+	delete(b.gate.streaming, b)
+	b.gate.mu.Unlock()
+}
+
+// proxyError answers when ReverseProxy could not get the app's answer: a mutation whose body was cut
+// because this pod stopped leading gets the follower's refusal, anything else a 502.
+func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
+	if errors.Is(context.Cause(r.Context()), errLost) {
+		g.refuse(w, RequestOf(r), g.leader.Status())
+		return
+	}
+	badGateway(w, r, err)
+}
+
+// checkStatus refuses an answer whose status is not an HTTP status (below 100), which the server would
+// refuse to write: it becomes a 502.
+func checkStatus(resp *http.Response) error {
+	if resp.StatusCode < 100 {
+		return fmt.Errorf("the app answered with status %d, not an HTTP status", resp.StatusCode)
+	}
+	return nil
+}
+
+// hopByHop1xx removes the app's hop-by-hop headers from the informational answers (103 Early Hints)
+// ReverseProxy passes on, which it copies whole; the final answer's it removes itself.
+type hopByHop1xx struct{ http.ResponseWriter }
+
+func (w hopByHop1xx) WriteHeader(code int) {
+	if code >= 100 && code < 200 && code != http.StatusSwitchingProtocols {
+		removeHopByHop(w.Header(), nil)
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+// Unwrap lets ReverseProxy flush and hijack (upgrades) the server's writer.
+func (w hopByHop1xx) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 
 // Refusal is the JSON body of a follower's 503.
 type Refusal struct {

@@ -26,7 +26,7 @@ func leaderGateOf(t *testing.T, app string) (string, *Gate, *prometheus.Registry
 	l.leading.Store(true)
 	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
 	registry := prometheus.NewRegistry()
-	g, err := New(app, policy, l, registry)
+	g, err := New(app, policy, l, registry, DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -45,7 +45,7 @@ func FuzzMutatePods(f *testing.F) {
 func FuzzInjectAnnotations(f *testing.F) {
 	keys := []string{
 		contract.Lease, contract.LeaseDuration, contract.RenewDeadline, contract.RetryPeriod, contract.Readiness, contract.Start,
-		contract.Takeover, contract.Elections, contract.Gate, contract.GateMethods, contract.GateGRPCMethods, contract.GateElection,
+		contract.Takeover, contract.Elections, contract.Gate, contract.GateMethods, contract.GateGRPCMethods, contract.GateElection, contract.GateBodyTimeout,
 		contract.OnLoss, contract.LeaseKind,
 	}
 	// Values are given as one string, "key=value" lines, so that the seeds are the golden inputs' own

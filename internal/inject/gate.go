@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -24,8 +25,9 @@ type gatePlan struct {
 	appPort   int32
 	listen    int32
 	protocol  corev1.Protocol
-	// methods, grpcMethods and election are the annotations' values, "" for the agent's defaults.
-	methods, grpcMethods, election string
+	// methods, grpcMethods, election and bodyTimeout are the annotations' values, "" for the agent's
+	// defaults.
+	methods, grpcMethods, election, bodyTimeout string
 }
 
 // GateStatus is what the status annotation records of the gate.
@@ -40,7 +42,7 @@ type GateStatus struct {
 func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *field.Path) (*gatePlan, field.ErrorList) {
 	name, ok := pod.Annotations[contract.Gate]
 	if !ok {
-		for _, key := range []string{contract.GateMethods, contract.GateGRPCMethods, contract.GateElection} {
+		for _, key := range []string{contract.GateMethods, contract.GateGRPCMethods, contract.GateElection, contract.GateBodyTimeout} {
 			if _, set := pod.Annotations[key]; set {
 				return nil, field.ErrorList{field.Forbidden(path.Key(key), "set "+contract.Gate+" to the app's port name first: this tunes the mutation gate")}
 			}
@@ -50,6 +52,7 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 	g := &gatePlan{
 		portName: name, methods: pod.Annotations[contract.GateMethods],
 		grpcMethods: pod.Annotations[contract.GateGRPCMethods], election: pod.Annotations[contract.GateElection],
+		bodyTimeout: pod.Annotations[contract.GateBodyTimeout],
 	}
 	var errs field.ErrorList
 	for _, c := range pod.Spec.Containers {
@@ -66,32 +69,48 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 	case g.protocol != "" && g.protocol != corev1.ProtocolTCP:
 		errs = append(errs, field.Invalid(path.Key(contract.Gate), name, fmt.Sprintf("port %s is %s; the gate proxies HTTP and gRPC over TCP", name, g.protocol)))
 	}
-	// Each annotation is checked on its own, beside the agent's default for the other, so an error names
-	// the annotation at fault.
-	defaultMethods := strings.Join(gate.DefaultMethods, ",")
-	if _, err := gate.NewPolicy(cmp.Or(g.methods, defaultMethods), "*"); err != nil {
-		errs = append(errs, field.Invalid(path.Key(contract.GateMethods), g.methods, err.Error()))
-	}
-	if _, err := gate.NewPolicy(defaultMethods, cmp.Or(g.grpcMethods, "*")); err != nil {
-		errs = append(errs, field.Invalid(path.Key(contract.GateGRPCMethods), g.grpcMethods, err.Error()))
-	}
-	var names []string
-	for _, e := range elections {
-		names = append(names, e.name)
-	}
-	switch {
-	case g.election == "" && len(elections) > 1:
-		errs = append(errs, field.Required(path.Key(contract.GateElection), fmt.Sprintf("the pod runs several elections: name the one whose leader may mutate (%v)", names)))
-	case g.election != "" && len(elections) > 1 && !slices.Contains(names, g.election):
-		errs = append(errs, field.NotSupported(path.Key(contract.GateElection), g.election, names))
-	case g.election != "" && len(elections) == 1:
-		errs = append(errs, field.Forbidden(path.Key(contract.GateElection), "the pod runs one election: drop this annotation"))
+	// The agent's own rules (package gate), so that what admission accepts the agent starts with. Each
+	// annotation is checked on its own, so an error names the annotation at fault.
+	_, methodsErr := gate.ParseMethods(cmp.Or(g.methods, strings.Join(gate.DefaultMethods, ",")))
+	for _, check := range []struct {
+		key string
+		err error
+	}{
+		{contract.GateMethods, methodsErr},
+		{contract.GateGRPCMethods, gate.ParseGRPCMethods(cmp.Or(g.grpcMethods, "*"))},
+		{contract.GateElection, gate.CheckElection(g.election, electionNames(elections))},
+		{contract.GateBodyTimeout, checkBodyTimeout(g.bodyTimeout)},
+	} {
+		if check.err != nil {
+			errs = append(errs, field.Invalid(path.Key(check.key), pod.Annotations[check.key], check.err.Error()))
+		}
 	}
 	g.listen = agentPort + 1
 	for portUsed(pod, g.listen) {
 		g.listen++
 	}
 	return g, errs
+}
+
+func electionNames(elections []election) []string {
+	names := make([]string, 0, len(elections))
+	for _, e := range elections {
+		names = append(names, e.name)
+	}
+	return names
+}
+
+// checkBodyTimeout checks leasegate.io/gate-body-timeout: empty for the agent's default, or a Go
+// duration the agent accepts.
+func checkBodyTimeout(value string) error {
+	if value == "" {
+		return nil
+	}
+	d, err := time.ParseDuration(value)
+	if err != nil {
+		return fmt.Errorf("want a Go duration such as %s", gate.DefaultBodyTimeout)
+	}
+	return gate.CheckBodyTimeout(d)
 }
 
 func portUsed(pod *corev1.Pod, port int32) bool {
@@ -131,6 +150,7 @@ func (g *gatePlan) apply(pod *corev1.Pod, agent *corev1.Container) {
 		{Name: contract.EnvGateMethods, Value: g.methods},
 		{Name: contract.EnvGateGRPCMethods, Value: g.grpcMethods},
 		{Name: contract.EnvGateElection, Value: g.election},
+		{Name: contract.EnvGateBodyTimeout, Value: g.bodyTimeout},
 	} {
 		if v.Value != "" {
 			agent.Env = append(agent.Env, v)

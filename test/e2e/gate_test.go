@@ -132,4 +132,44 @@ var _ = Describe("The mutation gate", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(code).To(Equal(http.StatusOK), "reads still reach the old leader's app")
 	})
+
+	It("judges every request the app would take as a mutation as one: a follower refuses post in lower case and a REST POST that claims gRPC", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		dir := GinkgoT().TempDir()
+		var agents []*framework.Agent
+		apps := map[*framework.Agent]*recordingApp{}
+		for i := range 2 {
+			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "")
+			Expect(err).NotTo(HaveOccurred())
+			app := newRecordingApp(pod.Name)
+			// The gRPC list narrowed to one method: before, any request that claimed gRPC was judged by it.
+			agent := startAgent(pod, framework.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://"), GateGRPCMethods: "/orders.Orders/Create"})
+			agents = append(agents, agent)
+			apps[agent] = app
+		}
+		leader := soleLeader(agents)
+		follower := others(agents, leader)[0]
+
+		send := func(a *framework.Agent, method, contentType string) int {
+			req, err := http.NewRequest(method, a.GateURL+"/orders", strings.NewReader(`{"item":1}`))
+			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Content-Type", contentType)
+			resp, err := http.DefaultClient.Do(req)
+			Expect(err).NotTo(HaveOccurred())
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			return resp.StatusCode
+		}
+		for _, tc := range []struct{ method, contentType string }{
+			{"post", "application/json"},
+			{"Delete", "application/json"},
+			{http.MethodPost, "application/grpc"},
+			{http.MethodPost, "application/grpc+proto"},
+		} {
+			Expect(send(follower, tc.method, tc.contentType)).To(Equal(http.StatusServiceUnavailable), "a follower's %s with %s", tc.method, tc.contentType)
+			Expect(send(leader, tc.method, tc.contentType)).To(Equal(http.StatusOK), "the leader's %s with %s", tc.method, tc.contentType)
+		}
+		Expect(apps[follower].served()).To(BeEmpty(), "the follower's app served no mutation")
+		Expect(apps[leader].served()).To(Equal([]string{"post /orders", "Delete /orders", "POST /orders", "POST /orders"}))
+	})
 })

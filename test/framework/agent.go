@@ -52,6 +52,8 @@ type AgentOptions struct {
 	Elections []lease.ElectionSpec
 	// GateUpstream, when set, puts the mutation gate in front of this address, on a free loopback port.
 	GateUpstream string
+	// GateGRPCMethods, when set, is LEASEGATE_GATE_GRPC_METHODS.
+	GateGRPCMethods string
 	// LeaseKind, when set, is LEASEGATE_LEASE_KIND (MultiClusterLease: one leader across clusters).
 	LeaseKind string
 }
@@ -104,6 +106,9 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 			return nil, err
 		}
 		env = append(env, "LEASEGATE_GATE_UPSTREAM="+opts.GateUpstream, "LEASEGATE_GATE_LISTEN=127.0.0.1:"+strconv.Itoa(gatePort))
+		if opts.GateGRPCMethods != "" {
+			env = append(env, "LEASEGATE_GATE_GRPC_METHODS="+opts.GateGRPCMethods)
+		}
 	}
 	a, err := startAgentProcess(binary, pod, env, port)
 	if err == nil && gatePort != 0 {

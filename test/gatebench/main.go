@@ -1,13 +1,14 @@
-// Command gatebench measures what the mutation gate adds to a request. An app on loopback is called three
-// ways at a fixed rate each, the three interleaved in the same run: directly, through a bare TCP relay,
-// and through the agent's gate (the agent leads, so every request passes). It prints the latency
+// Command gatebench measures what the mutation gate adds to a request. An app on loopback is called four
+// ways at a fixed rate each, the four interleaved in the same run: directly, through a bare TCP relay,
+// through httputil.ReverseProxy, and through the agent's gate (the agent leads, so every request passes). It prints the latency
 // percentiles as a Markdown table, and the agent's resident memory and CPU time. `make bench` runs it.
 //
-// The app and the relay are processes of their own (this command run again with -serve-app or
-// -relay-to), as the app is in a pod: in the bench's own process a direct call would never wake another
+// The app, the relay and the ReverseProxy are processes of their own (this command run again with
+// -serve-app, -relay-to or -proxy-to), as the app is in a pod: in the bench's own process a direct call would never wake another
 // process, and "added" would count the waking that every proxy beside an app costs. The relay copies
 // bytes without reading them: the least any proxy in a process of its own adds on this machine, the
-// floor against which the gate's own cost shows.
+// floor against which the gate's own cost shows. ReverseProxy (with its default Transport) is what a
+// proxy written the usual way in Go costs: the gate should never be behind it.
 package main
 
 import (
@@ -18,6 +19,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httputil"
+	"net/url"
 	"os"
 	"os/exec"
 	"slices"
@@ -30,13 +33,14 @@ import (
 )
 
 func main() {
-	rate := flag.Int("rate", 1000, "requests per second each way (direct, relay, gate)")
+	rate := flag.Int("rate", 1000, "requests per second each way (direct, relay, ReverseProxy, gate)")
 	duration := flag.Duration("duration", 10*time.Second, "how long each is driven")
 	serveApp := flag.Bool("serve-app", false, "be the app: serve HTTP on a free loopback port, print its address, and answer until stdin closes")
 	relayTo := flag.String("relay-to", "", "be a bare TCP relay to this address: listen on a free loopback port, print its address, and copy bytes both ways until stdin closes")
+	proxyTo := flag.String("proxy-to", "", "be an httputil.ReverseProxy to this address: listen on a free loopback port, print its address, and proxy until stdin closes")
 	flag.Parse()
-	if *serveApp || *relayTo != "" {
-		if err := serve(*relayTo); err != nil {
+	if *serveApp || *relayTo != "" || *proxyTo != "" {
+		if err := serve(*relayTo, *proxyTo); err != nil {
 			fmt.Fprintln(os.Stderr, "gatebench:", err)
 			os.Exit(1)
 		}
@@ -60,6 +64,11 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 		return err
 	}
 	defer stopRelay()
+	reverseProxy, stopReverseProxy, err := startHelper("-proxy-to", app)
+	if err != nil {
+		return err
+	}
+	defer stopReverseProxy()
 
 	bench, err := framework.StartBench()
 	if err != nil {
@@ -96,15 +105,18 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 	}
 
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 5 * time.Second}
-	// Interleaved: the three take turns a third of an interval apart, the order rotating each round, so
+	// Interleaved: the four take turns a quarter of an interval apart, the order rotating each round, so
 	// all see the same machine load. Open loop: each request leaves at its time whether or not the ones
 	// before it were answered. Its latency counts from when it leaves, not from its scheduled time: at
 	// 1,000/s none of the three is near saturation, so no answer holds the next request back, and the
 	// sender's own timer lateness (sleeps overshoot by tens of microseconds here, and the requests due
 	// meanwhile leave together) is the bench's, not the target's. The first second warms up
 	// (connections are opened then) and is not recorded.
-	targets := []*target{{name: "direct to the app", url: "http://" + app}, {name: "through a bare TCP relay", url: "http://" + relay}, {name: "through the gate", url: agent.GateURL}}
-	direct, gated := targets[0], targets[2]
+	targets := []*target{
+		{name: "direct to the app", url: "http://" + app}, {name: "through a bare TCP relay", url: "http://" + relay},
+		{name: "through httputil.ReverseProxy", url: "http://" + reverseProxy}, {name: "through the gate", url: agent.GateURL},
+	}
+	direct, gated := targets[0], targets[3]
 	step := time.Second / time.Duration(len(targets)*rate)
 	warmup := len(targets) * rate
 	var inflight sync.WaitGroup
@@ -141,7 +153,7 @@ func run(ctx context.Context, rate int, duration time.Duration) error {
 	return nil
 }
 
-// startHelper runs this command again with args (-serve-app or -relay-to) and returns the address
+// startHelper runs this command again with args (-serve-app, -relay-to or -proxy-to) and returns the address
 // it listens on (host:port).
 func startHelper(args ...string) (addr string, stop func(), err error) {
 	self, err := os.Executable()
@@ -170,10 +182,11 @@ func startHelper(args ...string) (addr string, stop func(), err error) {
 	return strings.TrimSpace(line), stop, nil
 }
 
-// serve is a helper process: the app (relayTo empty), whose every answer is a small JSON document, or a
-// bare relay to relayTo, which copies bytes without reading them: the least any proxy in a process of
-// its own can add. It exits when its stdin closes, so it never outlives the bench.
-func serve(relayTo string) error {
+// serve is a helper process: the app (relayTo and proxyTo empty), whose every answer is a small JSON
+// document; a bare relay to relayTo, which copies bytes without reading them: the least any proxy in a
+// process of its own can add; or an httputil.ReverseProxy to proxyTo, as Go proxies are usually written.
+// It exits when its stdin closes, so it never outlives the bench.
+func serve(relayTo, proxyTo string) error {
 	listener, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return err
@@ -183,6 +196,14 @@ func serve(relayTo string) error {
 		_, _ = io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}()
+	if proxyTo != "" {
+		target := &url.URL{Scheme: "http", Host: proxyTo}
+		proxy := &httputil.ReverseProxy{
+			Rewrite:   func(pr *httputil.ProxyRequest) { pr.SetURL(target); pr.SetXForwarded() },
+			Transport: &http.Transport{MaxIdleConnsPerHost: 64},
+		}
+		return http.Serve(listener, proxy)
+	}
 	if relayTo == "" {
 		return http.Serve(listener, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = io.Copy(io.Discard, r.Body)
