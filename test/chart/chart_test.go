@@ -295,6 +295,8 @@ func TestKustomizeBuildsTheSameInstall(t *testing.T) {
 // the reader role for scrapers, how the ServiceMonitor scrapes, and what `helm test` expects.
 func TestMetricsSecurity(t *testing.T) {
 	tl := tools(t)
+	// The NetworkPolicy lets Prometheus in.
+	const scrapers = "networkPolicy: {metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}\n"
 	for _, tc := range []struct {
 		name   string
 		values string
@@ -303,7 +305,7 @@ func TestMetricsSecurity(t *testing.T) {
 	}{
 		{
 			name:   "secure by default",
-			values: "metrics: {serviceMonitor: {enabled: true}}\n",
+			values: "metrics: {serviceMonitor: {enabled: true}}\n" + scrapers,
 			want: []string{"--metrics-secure=true", "resources: [tokenreviews]", "resources: [subjectaccessreviews]",
 				"name: leasegate-metrics-reader", "- nonResourceURLs: [/metrics]", "scheme: https",
 				"serverName: leasegate-webhook.leasegate-system.svc", "secret: {name: leasegate-webhook-tls, key: ca.crt}",
@@ -311,12 +313,12 @@ func TestMetricsSecurity(t *testing.T) {
 		},
 		{
 			name:   "a certificate of the user's own: the ServiceMonitor trusts its Secret's ca.crt",
-			values: "metrics: {serviceMonitor: {enabled: true}}\ncertificates: {certManager: {enabled: false}, existingSecret: my-tls, caBundle: x}\n",
+			values: "metrics: {serviceMonitor: {enabled: true}}\ncertificates: {certManager: {enabled: false}, existingSecret: my-tls, caBundle: x}\n" + scrapers,
 			want:   []string{"secret: {name: my-tls, key: ca.crt}"},
 		},
 		{
 			name:   "plain metrics",
-			values: "metrics: {secure: false, serviceMonitor: {enabled: true}}\n",
+			values: "metrics: {secure: false, serviceMonitor: {enabled: true}}\n" + scrapers,
 			want:   []string{"--metrics-secure=false", "curl -sf http://leasegate-webhook.leasegate-system.svc:8080/metrics"},
 			absent: []string{"tokenreviews", "subjectaccessreviews", "leasegate-metrics-reader", "scheme: https", "bearerTokenFile"},
 		},
