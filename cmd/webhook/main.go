@@ -9,6 +9,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
+	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/manager"
 )
@@ -35,6 +36,12 @@ func main() {
 		return nil
 	})
 	flag.StringVar(&opts.MultiCluster.EtcdCertDir, "multicluster-etcd-cert-dir", "/etc/leasegate/multicluster-etcd", "directory holding the global etcd's ca.crt and this cluster's client tls.crt and tls.key")
+	flag.BoolVar(&opts.ClientVerification.Enabled, clientauth.FlagEnable, false, "refuse webhook connections without a client certificate that --"+clientauth.FlagCAPath+"'s CA signed: the one the API server presents from its AdmissionConfiguration")
+	flag.StringVar(&opts.ClientVerification.CAPath, clientauth.FlagCAPath, "", "PEM file of the CA that signs the API server's client certificate, read again when it changes")
+	flag.Func(clientauth.FlagSubjectNames, "comma-separated common or DNS names, one of which the client certificate must carry (default: any the CA signed)", func(v string) error {
+		opts.ClientVerification.SubjectNames = strings.Split(v, ",")
+		return nil
+	})
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -22,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
@@ -69,6 +72,8 @@ type Options struct {
 	EnableHTTP2    bool
 	// MultiCluster runs the MultiClusterLease election controller when its cluster name is set.
 	MultiCluster multicluster.Options
+	// ClientVerification refuses webhook connections without the API server's client certificate.
+	ClientVerification clientauth.Options
 }
 
 // bodyReadTimeout bounds how long a webhook request's body may take to arrive. The API server sends an
@@ -124,6 +129,13 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := validateLeaderElection(opts.LeaderElection); err != nil {
 		return err
 	}
+	var verifier *clientauth.Verifier
+	if opts.ClientVerification.Enabled {
+		var err error
+		if verifier, err = clientauth.New(opts.ClientVerification, ctrl.Log.WithName("client-verification")); err != nil {
+			return err
+		}
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(restConfig)
 	if err != nil {
 		return fmt.Errorf("connecting to the API server for discovery: %w", err)
@@ -140,13 +152,18 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		// the API server speaks HTTP/1.1 to webhooks just as well.
 		tlsOpts = append(tlsOpts, func(c *tls.Config) { c.NextProtos = []string{"http/1.1"} })
 	}
+	// Metrics keep their own authentication: the client certificate is asked of webhook calls only.
+	webhookTLSOpts := slices.Clone(tlsOpts)
+	if verifier != nil {
+		webhookTLSOpts = append(webhookTLSOpts, verifier.Configure)
+	}
 	scheme := runtime.NewScheme()
 	if err := errors.Join(clientgoscheme.AddToScheme(scheme), v1alpha1.AddToScheme(scheme)); err != nil {
 		return fmt.Errorf("building the scheme: %w", err)
 	}
 	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme:                        scheme,
-		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.CertDir, TLSOpts: tlsOpts}),
+		WebhookServer:                 webhook.NewServer(webhook.Options{Port: opts.WebhookPort, CertDir: opts.CertDir, TLSOpts: webhookTLSOpts}),
 		Metrics:                       metricsOptions(opts, tlsOpts),
 		HealthProbeBindAddress:        opts.HealthProbeAddress,
 		LeaderElection:                opts.LeaderElect,
@@ -221,6 +238,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	})
 	fence := &validate.Fence{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
+		Events:       validate.NewEventBudget(clock.RealClock{}),
 		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName,
 	}
 	fence.Follow(store)
@@ -253,7 +271,11 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
 		return fmt.Errorf("adding the health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("webhook", mgr.GetWebhookServer().StartedChecker()); err != nil {
+	webhookStarted := mgr.GetWebhookServer().StartedChecker()
+	if verifier != nil {
+		webhookStarted = verifier.StartedChecker(opts.WebhookPort)
+	}
+	if err := mgr.AddReadyzCheck("webhook", webhookStarted); err != nil {
 		return fmt.Errorf("adding the webhook readiness check: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("guarded-leases", func(*http.Request) error {

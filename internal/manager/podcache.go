@@ -13,7 +13,8 @@ import (
 //   - provisioning: the status annotation (the pod's leases, on-loss), the service account;
 //   - the leader Service: UID, labels, deletion, node, the containers' and native sidecars' ports (a
 //     gated pod's named port is on the agent, a native sidecar), the addresses and the Ready condition;
-//   - evictions: name, UID, the status annotation.
+//   - evictions: name, UID, the status annotation;
+//   - the fence's Event budget: name, namespace, UID (a requester that is a pod leasegate injected).
 //
 // A reader that needs another field must add it here (TestSlimPodKeepsWhatReadersRead fails otherwise
 // for the fields it checks). Nothing may write a cached pod back: the rest is gone.

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
@@ -35,6 +36,7 @@ func fuzzFence(f *testing.F) *Fence {
 		Leases:       leases,
 		Cluster:      fake.NewClientBuilder().WithObjects(restarting, companion, leases[namespacedName{"shop", "orders"}]).Build(),
 		Recorder:     &events.FakeRecorder{},
+		Events:       NewEventBudget(clock.RealClock{}),
 		OwnNamespace: "leasegate-system",
 		ConfigName:   "leasegate-config",
 	}

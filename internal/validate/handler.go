@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
@@ -38,8 +39,10 @@ type Fence struct {
 	// Leases is every lease a decision reads: guarded writes', evictions' and leader Services'.
 	Leases LeaseGetter
 	// Cluster reads injected pods and leader Services from the manager's cache.
-	Cluster      client.Reader
-	Recorder     events.EventRecorder
+	Cluster  client.Reader
+	Recorder events.EventRecorder
+	// Events bounds the Events Recorder writes per object, requester and source.
+	Events       *EventBudget
 	OwnNamespace string
 	ConfigName   string
 
@@ -66,7 +69,7 @@ func (f *Fence) Guarded() admission.Handler {
 			Resource:  req.Resource.Resource,
 			Namespace: req.Namespace,
 		}, f.Leases, start)
-		resp := f.respond(&req, v)
+		resp := f.respond(ctx, &req, v)
 		observe(v, "guarded", start)
 		return resp
 	})
@@ -95,7 +98,7 @@ func (f *Fence) LeaseWrites() admission.Handler {
 			w.GivenSeconds = f.givenSeconds(ctx, w.Requester, req.Namespace, req.Name, req.Resource.Resource == v1alpha1.Resource)
 		}
 		v := f.policy.Load().DecideLeaseWrite(w, start)
-		resp := f.respond(&req, v)
+		resp := f.respond(ctx, &req, v)
 		observe(v, "lease", start)
 		return resp
 	})
@@ -150,7 +153,7 @@ func (f *Fence) Evictions() admission.Handler {
 		if v.LeaseName == "" {
 			v.LeaseNamespace, v.LeaseName = req.Namespace, leaseName
 		}
-		resp := f.respond(&req, v)
+		resp := f.respond(ctx, &req, v)
 		observe(v, "eviction", start)
 		return resp
 	})
@@ -184,7 +187,7 @@ func (f *Fence) LeaderEndpoints() admission.Handler {
 				v.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			}
 		}
-		resp := f.respond(&req, v)
+		resp := f.respond(ctx, &req, v)
 		observe(v, "endpointslice", start)
 		return resp
 	})
@@ -211,7 +214,7 @@ func (f *Fence) ConfigEdits() admission.Handler {
 
 // respond turns a verdict into the admission response, the audit annotations and, for a fenced write,
 // an Event. Dry-run requests get the same answer but leave no Event behind.
-func (f *Fence) respond(req *admission.Request, v Verdict) admission.Response {
+func (f *Fence) respond(ctx context.Context, req *admission.Request, v Verdict) admission.Response {
 	var resp admission.Response
 	switch v.Outcome {
 	case Allowed:
@@ -230,7 +233,7 @@ func (f *Fence) respond(req *admission.Request, v Verdict) admission.Response {
 		resp.AuditAnnotations["holder"] = v.Holder
 	}
 	if v.Outcome != Allowed && (req.DryRun == nil || !*req.DryRun) {
-		f.recordEvent(req, v)
+		f.recordEvent(ctx, req, v)
 	}
 	return resp
 }
@@ -306,11 +309,11 @@ func target(req *admission.Request) string {
 }
 
 // recordEvent records LeaderGateDenied on the object written (UPDATE, DELETE) or, for a CREATE, on its
-// namespace, with the requesting pod as the related object. The events library folds repeats of the same
-// Event into one series with a count, so a follower retrying in a hot loop cannot flood etcd; it tells
-// Events apart by regarding object, reason, action and related object, not by note, so without the
-// related pod a second follower denied on the same object would only add to the first one's count.
-func (f *Fence) recordEvent(req *admission.Request, v Verdict) {
+// namespace, with the requesting pod as the related object, within the Event budget. The events library
+// folds repeats of the same Event into one series with a count; it tells Events apart by regarding
+// object, reason, action and related object, not by note, so without the related pod a second follower
+// denied on the same object would only add to the first one's count.
+func (f *Fence) recordEvent(ctx context.Context, req *admission.Request, v Verdict) {
 	// The Namespace field is set even for the namespace itself, so the Event lands in that namespace,
 	// where `kubectl get events -n <namespace>` shows it, and not in "default".
 	regarding := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: req.Namespace, Namespace: req.Namespace}
@@ -323,8 +326,44 @@ func (f *Fence) recordEvent(req *admission.Request, v Verdict) {
 	if regarding.Name == "" {
 		return // a cluster-scoped create: nothing to hang the Event on
 	}
+	related := requestingPod(req)
+	source, known := f.eventSource(ctx, related, req.Namespace)
+	if !known {
+		eventsSuppressed.WithLabelValues("unknown_namespace").Inc()
+		return
+	}
+	requester := req.UserInfo.Username
+	if related != nil {
+		requester += "\x00" + related.Name + "\x00" + string(related.UID)
+	}
+	key := EventKey{Object: regarding.Kind + "\x00" + regarding.APIVersion + "\x00" + regarding.Namespace + "\x00" + regarding.Name, Requester: requester, Source: source}
+	if !f.Events.Allow(key) {
+		eventsSuppressed.WithLabelValues("budget").Inc()
+		return
+	}
 	action := map[Outcome]string{Denied: "Deny", Warned: "Warn", DryRun: "DryRun"}[v.Outcome]
-	f.Recorder.Eventf(regarding, requestingPod(req), corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+	f.Recorder.Eventf(regarding, related, corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+}
+
+// eventSource is the budget an Event is charged to: the requesting pod's own when the cache of injected
+// pods holds that pod with that UID, or else one shared by every requester fenced in namespace, and
+// only for a namespace the cache knows. A review's requester and namespace are whatever its sender
+// wrote: Events for pods and namespaces that do not exist would be a flood an API server never sends.
+func (f *Fence) eventSource(ctx context.Context, related *corev1.ObjectReference, namespace string) (source string, known bool) {
+	if related != nil {
+		pod := &corev1.Pod{}
+		if f.Cluster.Get(ctx, types.NamespacedName{Namespace: related.Namespace, Name: related.Name}, pod) == nil && pod.UID == related.UID {
+			return "pod\x00" + related.Namespace + "\x00" + related.Name + "\x00" + string(related.UID), true
+		}
+	}
+	if namespace != "" {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if f.Cluster.Get(ctx, types.NamespacedName{Name: namespace}, ns) != nil {
+			return "", false
+		}
+	}
+	return "namespace\x00" + namespace, true
 }
 
 // requestingPod is the pod the requester's token is bound to (a pod-bound token names its pod, in its

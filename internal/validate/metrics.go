@@ -17,9 +17,13 @@ var (
 		Help:    "Time from receiving an admission request to answering it, decoding excluded.",
 		Buckets: []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05},
 	}, []string{"webhook"})
+	eventsSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "leasegate_fence_events_suppressed_total",
+		Help: "LeaderGateDenied Events not written, by reason: budget (over the per-object-and-requester or per-source budget) or unknown_namespace (a requester the caches cannot confirm, in a namespace they do not know).",
+	}, []string{"reason"})
 )
 
-func init() { metrics.Registry.MustRegister(decisions, decisionSeconds) }
+func init() { metrics.Registry.MustRegister(decisions, decisionSeconds, eventsSuppressed) }
 
 func observe(v Verdict, webhook string, start time.Time) {
 	decisions.WithLabelValues(webhook, v.Guard, v.Outcome.String(), v.Reason.Code()).Inc()

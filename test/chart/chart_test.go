@@ -85,6 +85,14 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"a multi-cluster controller without the etcd Secret", "multicluster:\n  clusterName: eu-west\n  etcd: {endpoints: [\"https://etcd.example:2379\"]}\n",
 			[]string{"multicluster.etcd.secretName: the Secret with the global etcd's ca.crt and this cluster's tls.crt and tls.key"}},
 		{"a plain-text etcd endpoint", "multicluster:\n  etcd: {endpoints: [\"http://etcd.example:2379\"]}\n", []string{`at '/multicluster/etcd/endpoints/0'`}},
+		{"client verification without the CA's Secret", "webhook:\n  clientVerification: {enabled: true}\n",
+			[]string{"webhook.clientVerification.caSecretName: the Secret whose ca.crt signs the API server's client certificate"}},
+		{"an empty client subject name", "webhook:\n  clientVerification: {enabled: true, caSecretName: ca, subjectNames: [\"\"]}\n",
+			[]string{`at '/webhook/clientVerification/subjectNames/0'`}},
+		{"a ServiceMonitor the NetworkPolicy would refuse", "metrics:\n  serviceMonitor: {enabled: true}\n",
+			[]string{"networkPolicy.metricsFrom is empty, so the NetworkPolicy would refuse the ServiceMonitor's scrapes"}},
+		{"a network peer that is not one", "networkPolicy:\n  webhookFrom: [{cidr: 10.0.0.0/8}]\n", []string{`at '/networkPolicy/webhookFrom/0'`}},
+		{"an address block without its prefix length", "networkPolicy:\n  webhookFrom: [{ipBlock: {cidr: 10.0.0.1}}]\n", []string{`at '/networkPolicy/webhookFrom/0/ipBlock/cidr'`}},
 		{"an unknown lease kind", "config:\n  guards: [{name: g, lease: l, leaseKind: Mcl, resources: [{group: apps, resources: [deployments]}]}]\n",
 			[]string{`at '/config/guards/0/leaseKind': value must be one of 'Lease', 'MultiClusterLease'`}},
 	}
@@ -115,6 +123,7 @@ var configFiles = map[string]string{
 	"configmap.yaml":      "webhook/configmap.yaml",
 	"deployment.yaml":     "webhook/deployment.yaml",
 	"flowschema.yaml":     "webhook/flowschema.yaml",
+	"networkpolicy.yaml":  "webhook/networkpolicy.yaml",
 	"pdb.yaml":            "webhook/pdb.yaml",
 	"service.yaml":        "webhook/service.yaml",
 	"webhooks.yaml":       "webhook/webhooks.yaml",
@@ -286,6 +295,8 @@ func TestKustomizeBuildsTheSameInstall(t *testing.T) {
 // the reader role for scrapers, how the ServiceMonitor scrapes, and what `helm test` expects.
 func TestMetricsSecurity(t *testing.T) {
 	tl := tools(t)
+	// The NetworkPolicy lets Prometheus in.
+	const scrapers = "networkPolicy: {metricsFrom: [{namespaceSelector: {matchLabels: {kubernetes.io/metadata.name: monitoring}}}]}\n"
 	for _, tc := range []struct {
 		name   string
 		values string
@@ -294,7 +305,7 @@ func TestMetricsSecurity(t *testing.T) {
 	}{
 		{
 			name:   "secure by default",
-			values: "metrics: {serviceMonitor: {enabled: true}}\n",
+			values: "metrics: {serviceMonitor: {enabled: true}}\n" + scrapers,
 			want: []string{"--metrics-secure=true", "resources: [tokenreviews]", "resources: [subjectaccessreviews]",
 				"name: leasegate-metrics-reader", "- nonResourceURLs: [/metrics]", "scheme: https",
 				"serverName: leasegate-webhook.leasegate-system.svc", "secret: {name: leasegate-webhook-tls, key: ca.crt}",
@@ -302,12 +313,12 @@ func TestMetricsSecurity(t *testing.T) {
 		},
 		{
 			name:   "a certificate of the user's own: the ServiceMonitor trusts its Secret's ca.crt",
-			values: "metrics: {serviceMonitor: {enabled: true}}\ncertificates: {certManager: {enabled: false}, existingSecret: my-tls, caBundle: x}\n",
+			values: "metrics: {serviceMonitor: {enabled: true}}\ncertificates: {certManager: {enabled: false}, existingSecret: my-tls, caBundle: x}\n" + scrapers,
 			want:   []string{"secret: {name: my-tls, key: ca.crt}"},
 		},
 		{
 			name:   "plain metrics",
-			values: "metrics: {secure: false, serviceMonitor: {enabled: true}}\n",
+			values: "metrics: {secure: false, serviceMonitor: {enabled: true}}\n" + scrapers,
 			want:   []string{"--metrics-secure=false", "curl -sf http://leasegate-webhook.leasegate-system.svc:8080/metrics"},
 			absent: []string{"tokenreviews", "subjectaccessreviews", "leasegate-metrics-reader", "scheme: https", "bearerTokenFile"},
 		},
@@ -461,5 +472,143 @@ func TestConfigChangeKeepsTheWebhookRunning(t *testing.T) {
 	after := deployment("config:\n  missingPodIdentity: warn\n  guards: [{name: orders, lease: orders, resources: [{group: apps, resources: [deployments]}]}]\n")
 	if before != after {
 		t.Errorf("changing config: changes the webhook Deployment, so helm upgrade would roll it:\n%s\n---\n%s", before, after)
+	}
+}
+
+// TestNetworkPolicy checks what the chart's NetworkPolicy lets in: by default the webhook port from
+// everywhere (the API server's address is not known to the chart), the metrics port only from `helm
+// test`, the health port from nobody; the peers networkPolicy names when set.
+func TestNetworkPolicy(t *testing.T) {
+	tl := tools(t)
+	type rule struct {
+		Ports []struct {
+			Port int `json:"port"`
+		} `json:"ports"`
+		From []map[string]any `json:"from"`
+	}
+	for _, tc := range []struct {
+		name string
+		// values is empty for the defaults.
+		values string
+		// want is, by port, the peers of its rule as JSON; "" is a rule without from: every source.
+		// A port not listed has no rule: closed.
+		want map[int]string
+	}{{
+		name: "by default: the webhook port open, metrics only to helm test, health closed",
+		want: map[int]string{
+			9443: "",
+			8080: `[{"podSelector":{"matchLabels":{"leasegate.io/helm-test":"leasegate-webhook"}}}]`,
+		},
+	}, {
+		name:   "the API server's addresses and a Prometheus named",
+		values: "webhook: {port: 10250}\nnetworkPolicy:\n  webhookFrom: [{ipBlock: {cidr: 10.0.0.0/24}}]\n  metricsFrom: [{namespaceSelector: {matchLabels: {team: monitoring}}}]\n",
+		want: map[int]string{
+			10250: `[{"ipBlock":{"cidr":"10.0.0.0/24"}}]`,
+			8080:  `[{"podSelector":{"matchLabels":{"leasegate.io/helm-test":"leasegate-webhook"}}},{"namespaceSelector":{"matchLabels":{"team":"monitoring"}}}]`,
+		},
+	}, {
+		name:   "disabled",
+		values: "networkPolicy: {enabled: false}\n",
+	}} {
+		t.Run(tc.name, func(t *testing.T) {
+			var files []string
+			if tc.values != "" {
+				path := filepath.Join(t.TempDir(), "values.yaml")
+				if err := os.WriteFile(path, []byte(tc.values), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				files = append(files, path)
+			}
+			rendered, err := tl.RenderChart(namespace, files...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var policy *struct {
+				Spec struct {
+					PodSelector struct {
+						MatchLabels map[string]string `json:"matchLabels"`
+					} `json:"podSelector"`
+					PolicyTypes []string `json:"policyTypes"`
+					Ingress     []rule   `json:"ingress"`
+				} `json:"spec"`
+			}
+			for _, doc := range strings.Split(string(rendered), "\n---\n") {
+				var obj struct {
+					Kind string `json:"kind"`
+				}
+				if err := yaml.Unmarshal([]byte(doc), &obj); err == nil && obj.Kind == "NetworkPolicy" {
+					if err := yaml.Unmarshal([]byte(doc), &policy); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			if tc.want == nil {
+				if policy != nil {
+					t.Fatal("a NetworkPolicy rendered with networkPolicy.enabled=false")
+				}
+				return
+			}
+			if policy == nil {
+				t.Fatal("no NetworkPolicy rendered")
+			}
+			if got := policy.Spec.PodSelector.MatchLabels["app.kubernetes.io/name"]; got != "leasegate-webhook" || !slices.Equal(policy.Spec.PolicyTypes, []string{"Ingress"}) {
+				t.Errorf("the policy selects %v for %v, want the webhook's pods for Ingress only", policy.Spec.PodSelector.MatchLabels, policy.Spec.PolicyTypes)
+			}
+			got := map[int]string{}
+			for _, r := range policy.Spec.Ingress {
+				from := ""
+				if len(r.From) > 0 {
+					data, _ := json.Marshal(r.From)
+					from = string(data)
+				}
+				for _, p := range r.Ports {
+					if _, dup := got[p.Port]; dup {
+						t.Errorf("port %d is in two rules", p.Port)
+					}
+					got[p.Port] = from
+				}
+			}
+			for port, from := range tc.want {
+				if g, ok := got[port]; !ok || g != from {
+					t.Errorf("port %d: from %q (ruled: %v), want %q", port, g, ok, from)
+				}
+			}
+			for port := range got {
+				if _, ok := tc.want[port]; !ok {
+					t.Errorf("port %d is let in, want closed", port)
+				}
+			}
+		})
+	}
+}
+
+// TestClientVerification checks what webhook.clientVerification switches: the flags, the CA's Secret
+// mounted where the flag reads it, and `helm test` expecting its own call refused.
+func TestClientVerification(t *testing.T) {
+	tl := tools(t)
+	path := filepath.Join("testdata", "values", "client-verification.yaml")
+	rendered, err := tl.RenderChart(namespace, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"- --enable-client-verification", "- --client-ca-path=/etc/leasegate/client-ca/ca.crt",
+		"- --client-subject-names=kube-apiserver-webhook-client",
+		"- {name: client-ca, mountPath: /etc/leasegate/client-ca, readOnly: true}",
+		"secretName: apiserver-webhook-client-ca", "items: [{key: ca.crt, path: ca.crt}]",
+		"leasegate-webhook answered a caller without the API server's client certificate",
+	} {
+		if !strings.Contains(string(rendered), want) {
+			t.Errorf("rendered chart lacks %q", want)
+		}
+	}
+	defaults, err := tl.RenderChart(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, absent := range []string{"client-verification", "client-ca"} {
+		if strings.Contains(string(defaults), absent) {
+			t.Errorf("the default rendering has %q", absent)
+		}
 	}
 }

@@ -36,11 +36,20 @@ type ControlPlane struct {
 // The binaries come from KUBEBUILDER_ASSETS when the user sets it, otherwise from what
 // `make controlplane` built into bin/ at the versions pinned in hack/versions.env.
 func StartControlPlane(crdDirs ...string) (*ControlPlane, error) {
+	return StartControlPlaneWithFlags(nil, crdDirs...)
+}
+
+// StartControlPlaneWithFlags is StartControlPlane with kube-apiserver flags (name without "--" -> value)
+// set besides envtest's own.
+func StartControlPlaneWithFlags(apiServerFlags map[string]string, crdDirs ...string) (*ControlPlane, error) {
 	assets, err := controlPlaneAssets()
 	if err != nil {
 		return nil, err
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: assets, CRDDirectoryPaths: crdDirs, ErrorIfCRDPathMissing: true}
+	for name, value := range apiServerFlags {
+		env.ControlPlane.GetAPIServer().Configure().Set(name, value)
+	}
 	config, err := env.Start()
 	if err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd from %s: %w", assets, err)
