@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/admissionfuzz"
+	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
@@ -37,6 +38,7 @@ func fuzzFence(f *testing.F) *Fence {
 		Recorder:     &events.FakeRecorder{},
 		OwnNamespace: "leasegate-system",
 		ConfigName:   "leasegate-config",
+		APIs:         &apiresources.Discoverer{},
 	}
 	fence.policy.Store(testPolicy(f, ""))
 	return fence
