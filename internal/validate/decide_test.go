@@ -149,7 +149,7 @@ func TestDecide(t *testing.T) {
 }
 
 // subresourceConfig guards deployments with every subresource, and statefulsets but their status, which
-// another controller writes.
+// another controller writes; the reports service account's writes of statefulsets, status too.
 const subresourceConfig = `
 guards:
 - name: orders
@@ -157,6 +157,10 @@ guards:
   resources:
   - {group: apps, resources: [deployments]}
   - {group: apps, resources: [statefulsets], excludeSubresources: [status]}
+- name: reports
+  lease: reports
+  serviceAccounts: [reports]
+  resources: [{group: apps, resources: [statefulsets]}]
 `
 
 func TestDecideCoversSubresources(t *testing.T) {
@@ -173,7 +177,9 @@ func TestDecideCoversSubresources(t *testing.T) {
 		{"a subresource discovery may add later is guarded too", follower, "UPDATE", "apps", "deployments/rollback", "shop", denied},
 		{"the holder scales", holder, "UPDATE", "apps", "deployments/scale", "shop",
 			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
-		{"an excluded subresource is not guarded", follower, "UPDATE", "apps", "statefulsets/status", "shop", Verdict{Reason: NotGuarded}},
+		{"a subresource its guard excludes is not judged by it", follower, "UPDATE", "apps", "statefulsets/status", "shop", Verdict{Reason: NotGated}},
+		{"but by another guard that covers it", pod("shop", "reports", "reports-b", "uid-b"), "UPDATE", "apps", "statefulsets/status", "shop",
+			Verdict{Outcome: Denied, Reason: LeaseExpired, Guard: "reports", LeaseNamespace: "shop", LeaseName: "reports", Holder: "reports-a_uid-r"}},
 		{"the other subresources of a guard with an exclusion are", follower, "UPDATE", "apps", "statefulsets/scale", "shop", denied},
 		{"and so is the resource itself", follower, "UPDATE", "apps", "statefulsets", "shop", denied},
 	})
