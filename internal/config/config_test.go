@@ -9,8 +9,10 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
+	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/golden"
 	"github.com/leasegate/leasegate/internal/version"
 )
@@ -197,7 +199,7 @@ guards:
 				`guards[0].name: Invalid value: "Orders": must be a DNS label`,
 				`guards[0].lease: Invalid value: "shop/orders/extra": name part:`,
 				`guards[0].serviceAccounts[0]: Invalid value: "": must not be empty`,
-				`guards[0].resources[0].resources[0]: Invalid value: "*": must be a resource name such as deployments`,
+				`guards[0].resources[0].resources[0]: Invalid value: "*": must be a resource name as the API serves it, plural and lowercase, such as deployments (kubectl api-resources); no wildcards`,
 				`guards[0].resources[0].operations[0]: Unsupported value: "PATCH": supported values: "CREATE", "UPDATE", "DELETE", "CONNECT"`,
 				`guards[0].namespaces[0]: Invalid value: "Shop"`,
 				`guards[0].enforcement: Unsupported value: "block": supported values: "deny", "warn", "dryrun"`,
@@ -220,6 +222,115 @@ guards:
 			for _, want := range tt.want {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("Load() error =\n%s\nwant it to contain\n%s", err, want)
+				}
+			}
+		})
+	}
+}
+
+func TestLoadHoldsGuardedResourcesToNamesTheAPIServerMatches(t *testing.T) {
+	for _, tt := range []struct {
+		name, resources string
+		want            []string
+	}{
+		{"a wildcard group", `{group: "*", resources: [deployments]}`,
+			[]string{`guards[0].resources[0].group: Invalid value: "*": wildcards are not supported: name one API group per entry ("" for the core group, apps, batch, ...)`}},
+		{"a capitalised group", `{group: Apps, resources: [deployments]}`,
+			[]string{`guards[0].resources[0].group: Invalid value: "Apps": must be an API group as kubectl api-resources lists it, lowercase`}},
+		{"a capitalised resource", `{group: apps, resources: [Deployments]}`,
+			[]string{`guards[0].resources[0].resources[0]: Invalid value: "Deployments": must be a resource name as the API serves it, plural and lowercase, such as deployments`}},
+		{"a subresource", `{group: apps, resources: [deployments/scale]}`,
+			[]string{`guards[0].resources[0].resources[0]: Invalid value: "deployments/scale": ` +
+				`must be a resource name as the API serves it, plural and lowercase, such as deployments (kubectl api-resources); no wildcards, and no subresources: a guard covers its resources' subresources (excludeSubresources leaves some out)`}},
+		{"a wildcard operation", `{group: apps, resources: [deployments], operations: ["*"]}`,
+			[]string{`guards[0].resources[0].operations[0]: Unsupported value: "*": supported values: "CREATE", "UPDATE", "DELETE", "CONNECT"`}},
+		{"excluded subresources that are no names, or twice", `{group: apps, resources: [deployments], excludeSubresources: ["*", Status, scale, scale]}`,
+			[]string{
+				`guards[0].resources[0].excludeSubresources[0]: Invalid value: "*": must be a subresource name, lowercase, such as status or scale (no wildcards: list each one to leave out)`,
+				`guards[0].resources[0].excludeSubresources[1]: Invalid value: "Status": must be a subresource name`,
+				`guards[0].resources[0].excludeSubresources[3]: Duplicate value: "scale"`,
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Load([]byte("guards: [{name: g, lease: l, resources: [" + tt.resources + "]}]"))
+			if err == nil {
+				t.Fatalf("Load() succeeded, want errors %q", tt.want)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("Load() error =\n%s\nwant it to contain\n%s", err, want)
+				}
+			}
+		})
+	}
+	if _, err := Load([]byte(`guards: [{name: g, lease: l, resources: [{group: "", resources: [configmaps]}, {group: cert-manager.io, resources: [certificates], excludeSubresources: [status]}]}]`)); err != nil {
+		t.Errorf("Load() of the core group and a CustomResourceDefinition's = %v", err)
+	}
+}
+
+// discovery is what an API server serves, in part: namespaced and cluster-scoped resources and their
+// subresources.
+var discovery = apiresources.NewIndex([]*metav1.APIResourceList{
+	{GroupVersion: "v1", APIResources: []metav1.APIResource{
+		{Name: "configmaps", Namespaced: true, Verbs: metav1.Verbs{"create", "update", "delete"}},
+		{Name: "namespaces", Verbs: metav1.Verbs{"create", "update", "delete"}},
+		{Name: "namespaces/finalize", Verbs: metav1.Verbs{"update"}},
+		{Name: "nodes", Verbs: metav1.Verbs{"create", "update", "delete"}},
+		{Name: "pods", Namespaced: true, Verbs: metav1.Verbs{"create", "update", "delete"}},
+		{Name: "pods/log", Namespaced: true, Verbs: metav1.Verbs{"get"}},
+		{Name: "pods/status", Namespaced: true, Verbs: metav1.Verbs{"get", "update", "patch"}},
+	}},
+	{GroupVersion: "apps/v1", APIResources: []metav1.APIResource{
+		{Name: "deployments/scale", Namespaced: true, Verbs: metav1.Verbs{"get", "update", "patch"}},
+		{Name: "deployments", Namespaced: true, Verbs: metav1.Verbs{"create", "update", "delete"}},
+		{Name: "deployments/status", Namespaced: true, Verbs: metav1.Verbs{"get", "update", "patch"}},
+	}},
+	{GroupVersion: "rbac.authorization.k8s.io/v1", APIResources: []metav1.APIResource{
+		{Name: "clusterroles", Verbs: metav1.Verbs{"create", "update", "delete"}},
+	}},
+})
+
+func TestLoadServedRefusesWhatDiscoverySaysCannotBeGuarded(t *testing.T) {
+	for _, tt := range []struct {
+		name, guards string
+		want         []string // empty: accepted
+	}{
+		{"namespaced resources and their subresources", `[{name: g, lease: l, resources: [{group: apps, resources: [deployments], excludeSubresources: [status, scale]}]}]`, nil},
+		{"a resource discovery does not know (yet)", `[{name: g, lease: l, resources: [{group: example.com, resources: [widgets], excludeSubresources: [status]}]}]`, nil},
+		{"an exclusion one of the entry's resources serves", `[{name: g, lease: l, resources: [{group: "", resources: [configmaps, pods], excludeSubresources: [status]}]}]`, nil},
+		{"namespaces, and nodes and clusterroles: cluster-scoped", `
+- {name: ok, lease: l, resources: [{group: apps, resources: [deployments]}]}
+- {name: g, lease: l, resources: [{group: "", resources: [configmaps, namespaces, nodes]}, {group: rbac.authorization.k8s.io, resources: [clusterroles]}]}`,
+			[]string{
+				`guards[1].resources[0].resources[1]: Invalid value: "namespaces": namespaces is cluster-scoped, and a guard fences namespaced resources only ` +
+					`(its writes have no namespace to find the lease in, and cluster-scoped objects are the control plane's to write): remove it, and control who writes namespaces with RBAC`,
+				`guards[1].resources[0].resources[2]: Invalid value: "nodes": nodes is cluster-scoped`,
+				`guards[1].resources[1].resources[0]: Invalid value: "clusterroles": clusterroles.rbac.authorization.k8s.io is cluster-scoped`,
+			}},
+		{"an exclusion no resource of the entry serves, or reaches with a write", `[{name: g, lease: l, resources: [{group: apps, resources: [deployments], excludeSubresources: [stauts]}, {group: "", resources: [pods], excludeSubresources: [log]}]}]`,
+			[]string{
+				`guards[0].resources[0].excludeSubresources[0]: Invalid value: "stauts": no resource of this entry serves a subresource "stauts" that a write reaches; they serve scale, status`,
+				`guards[0].resources[1].excludeSubresources[0]: Invalid value: "log": no resource of this entry serves a subresource "log" that a write reaches; they serve status`,
+			}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := []byte("guards: " + tt.guards)
+			if _, err := Load(data); err != nil {
+				t.Fatalf("Load() = %v: discovery's checks are LoadServed's alone", err)
+			}
+			_, err := LoadServed(data, discovery)
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("LoadServed() = %v", err)
+				}
+				return
+			}
+			if err == nil {
+				t.Fatalf("LoadServed() succeeded, want errors %q", tt.want)
+			}
+			for _, want := range tt.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("LoadServed() error =\n%s\nwant it to contain\n%s", err, want)
 				}
 			}
 		})

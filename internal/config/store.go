@@ -21,6 +21,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/leasegate/leasegate/internal/apiresources"
 )
 
 // EventReasonInvalid is the reason of the Warning Event on a ConfigMap whose edit was not applied;
@@ -82,15 +84,16 @@ func NewStore(initial *Config) *Store {
 func (s *Store) Current() *Config { return s.current.Load() }
 
 // LoadConfigMap reads the ConfigMap once, at start-up, before anything is served: a missing ConfigMap
-// means the defaults, an invalid one is an error, since there is no last good configuration to keep.
-func LoadConfigMap(ctx context.Context, c client.Reader, key types.NamespacedName) (*Config, error) {
+// means the defaults, an invalid one (also against what api says the API server serves) is an error, since
+// there is no last good configuration to keep.
+func LoadConfigMap(ctx context.Context, c client.Reader, key types.NamespacedName, api *apiresources.Index) (*Config, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, key, cm); apierrors.IsNotFound(err) {
 		return Defaults(), nil
 	} else if err != nil {
 		return nil, fmt.Errorf("reading ConfigMap %s: %w", key, err)
 	}
-	cfg, err := Load([]byte(cm.Data[Key]))
+	cfg, err := LoadServed([]byte(cm.Data[Key]), api)
 	if err != nil {
 		return nil, fmt.Errorf("ConfigMap %s: %w", key, err)
 	}
@@ -104,6 +107,8 @@ type Reloader struct {
 	Store    *Store
 	Key      types.NamespacedName
 	Recorder events.EventRecorder
+	// APIs is what the API server serves, which an edit is checked against as at admission.
+	APIs interface{ Current() *apiresources.Index }
 }
 
 // SetupWithManager registers the reloader for the one ConfigMap it watches.
@@ -128,7 +133,7 @@ func (r *Reloader) Reconcile(ctx context.Context, _ reconcile.Request) (reconcil
 	} else if err != nil {
 		return reconcile.Result{}, err
 	}
-	cfg, err := Load([]byte(cm.Data[Key]))
+	cfg, err := LoadServed([]byte(cm.Data[Key]), r.APIs.Current())
 	if err != nil {
 		reloads.WithLabelValues("rejected").Inc()
 		lastReloadOK.Set(0)

@@ -104,12 +104,19 @@ const (
 	LeaseKindMultiClusterLease = contract.LeaseKindMultiClusterLease
 )
 
-// GuardedResource is a group, some of its resources, and the operations on them.
+// GuardedResource is a group, some of its resources, and the operations on them. A guard on a resource
+// covers the writes that reach it through its subresources too (deployments/scale, deployments/status, and
+// any other the API server serves with a write verb), except those ExcludeSubresources names.
 type GuardedResource struct {
-	Group     string   `json:"group"`
+	// Group is one API group ("" for the core group); no wildcards.
+	Group string `json:"group"`
+	// Resources are names as the API serves them: plural, lowercase, namespaced (kubectl api-resources).
 	Resources []string `json:"resources"`
 	// Operations defaults to CREATE, UPDATE and DELETE (a PATCH is an UPDATE).
 	Operations []string `json:"operations,omitempty"`
+	// ExcludeSubresources leaves these subresources of the Resources unguarded, for a write another
+	// controller makes (a status that an operator outside the election writes, say).
+	ExcludeSubresources []string `json:"excludeSubresources,omitempty"`
 }
 
 // Exempt lists requesters that are never fenced.

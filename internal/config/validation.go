@@ -106,21 +106,7 @@ func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Required(p.Child("resources"), "a guard fences at least one resource"))
 		}
 		for j, r := range g.Resources {
-			rp := p.Child("resources").Index(j)
-			if len(r.Resources) == 0 {
-				errs = append(errs, field.Required(rp.Child("resources"), `name the resources, plural and lowercase, e.g. ["deployments"]`))
-			}
-			for k, name := range r.Resources {
-				if name == "" || name == "*" || strings.ContainsAny(name, "/ ") {
-					errs = append(errs, field.Invalid(rp.Child("resources").Index(k), name,
-						"must be a resource name such as deployments (no wildcards, no subresources)"))
-				}
-			}
-			for k, op := range r.Operations {
-				if !slices.Contains(operations, op) {
-					errs = append(errs, field.NotSupported(rp.Child("operations").Index(k), op, operations))
-				}
-			}
+			errs = append(errs, validateGuardedResource(&r, p.Child("resources").Index(j))...)
 		}
 		for j, ns := range g.Namespaces {
 			if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
@@ -137,6 +123,47 @@ func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
 		default:
 			errs = append(errs, field.NotSupported(p.Child("enforcement"), g.Enforcement,
 				[]Enforcement{EnforcementDeny, EnforcementWarn, EnforcementDryRun}))
+		}
+	}
+	return errs
+}
+
+// validateGuardedResource holds a guarded resource to names the API server matches exactly, so that the
+// rules sent to the API server and the fence's decision cover the same writes: a wildcard group would
+// match in the rules and never in the decision, a capitalised resource in neither.
+func validateGuardedResource(r *GuardedResource, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	switch {
+	case r.Group == "*":
+		errs = append(errs, field.Invalid(path.Child("group"), r.Group,
+			`wildcards are not supported: name one API group per entry ("" for the core group, apps, batch, ...), as kubectl api-resources lists them`))
+	case r.Group != "":
+		if msgs := validation.IsDNS1123Subdomain(r.Group); len(msgs) > 0 {
+			errs = append(errs, field.Invalid(path.Child("group"), r.Group,
+				`must be an API group as kubectl api-resources lists it, lowercase ("" for the core group, apps, batch, ...): `+msgs[0]))
+		}
+	}
+	if len(r.Resources) == 0 {
+		errs = append(errs, field.Required(path.Child("resources"), `name the resources, plural and lowercase, e.g. ["deployments"]`))
+	}
+	for k, name := range r.Resources {
+		if len(validation.IsDNS1123Label(name)) > 0 {
+			errs = append(errs, field.Invalid(path.Child("resources").Index(k), name,
+				"must be a resource name as the API serves it, plural and lowercase, such as deployments (kubectl api-resources); "+
+					"no wildcards, and no subresources: a guard covers its resources' subresources (excludeSubresources leaves some out)"))
+		}
+	}
+	for k, op := range r.Operations {
+		if !slices.Contains(operations, op) {
+			errs = append(errs, field.NotSupported(path.Child("operations").Index(k), op, operations))
+		}
+	}
+	for k, sub := range r.ExcludeSubresources {
+		kp := path.Child("excludeSubresources").Index(k)
+		if len(validation.IsDNS1123Label(sub)) > 0 {
+			errs = append(errs, field.Invalid(kp, sub, "must be a subresource name, lowercase, such as status or scale (no wildcards: list each one to leave out)"))
+		} else if slices.Contains(r.ExcludeSubresources[:k], sub) {
+			errs = append(errs, field.Duplicate(kp, sub))
 		}
 	}
 	return errs

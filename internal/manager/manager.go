@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
@@ -196,8 +197,18 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return fmt.Errorf("creating the controller-runtime manager: %w", err)
 	}
 
+	apis := &apiresources.Discoverer{Client: dc}
+	if _, err := apis.Refresh(ctx); err != nil {
+		if apis.Current() == nil {
+			return err
+		}
+		log.Error(err, "Starting with part of discovery")
+	}
+	if err := apis.SetupWithManager(mgr); err != nil {
+		return fmt.Errorf("setting up API discovery: %w", err)
+	}
 	configKey := types.NamespacedName{Namespace: opts.Namespace, Name: opts.ConfigName}
-	initial, err := config.LoadConfigMap(ctx, mgr.GetAPIReader(), configKey)
+	initial, err := config.LoadConfigMap(ctx, mgr.GetAPIReader(), configKey, apis.Current())
 	if err != nil {
 		return fmt.Errorf("loading the configuration to start with (--namespace, --config-name): %w", err)
 	}
@@ -206,7 +217,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	store := config.NewStore(initial)
 	if err := (&config.Reloader{
-		Client: mgr.GetClient(), Store: store, Key: configKey, Recorder: mgr.GetEventRecorder("leasegate-webhook"),
+		Client: mgr.GetClient(), Store: store, Key: configKey, Recorder: mgr.GetEventRecorder("leasegate-webhook"), APIs: apis,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
@@ -239,7 +250,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	fence := &validate.Fence{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
 		Events:       validate.NewEventBudget(clock.RealClock{}),
-		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName,
+		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName, APIs: apis,
 	}
 	fence.Follow(store)
 	serve(ValidateGuardedPath, fence.Guarded())
@@ -248,7 +259,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	serve(ValidateEndpointSlicesPath, fence.LeaderEndpoints())
 	serve(ValidateEvictionsPath, fence.Evictions())
 	if err := (&validate.RulesSyncer{
-		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace,
+		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace, APIs: apis,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the guarded rules syncer: %w", err)
 	}

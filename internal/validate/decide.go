@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"slices"
 	"strings"
 	"time"
 
@@ -176,6 +177,11 @@ type Request struct {
 	Operation string
 	Group     string
 	Resource  string
+	// Subresource is "" for the resource itself, or scale, status, ...: a guard on the resource covers
+	// it unless the guard excludes it.
+	Subresource string
+	// Namespace is "" for a cluster-scoped object and, as in admission, the namespace's own name for a
+	// Namespace.
 	Namespace string
 }
 
@@ -188,9 +194,15 @@ type LeaseGetter interface {
 
 // Decide says whether the write may pass: it must come from the holder of the lease of every guard that
 // gates it. The most severe verdict among those guards wins.
+//
+// Guards cover namespaced writes only, as their rules' scope (Namespaced) does: a cluster-scoped object, or a
+// Namespace, is never guarded.
 func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict {
+	if req.Namespace == "" || (req.Group == "" && req.Resource == "namespaces") {
+		return Verdict{Reason: NotGuarded}
+	}
 	rules := p.rules[groupResource{req.Group, req.Resource}]
-	if len(rules) == 0 {
+	if !slices.ContainsFunc(rules, func(r rule) bool { return !slices.Contains(r.exclude, req.Subresource) }) {
 		return Verdict{Reason: NotGuarded}
 	}
 	if p.exempt(req.Requester) {
@@ -201,7 +213,7 @@ func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict
 	worst := Verdict{Reason: NotGated}
 	for _, r := range rules {
 		g := r.guard
-		if r.ops&op == 0 || (g.namespaces != nil && !g.namespaces[req.Namespace]) || !isServiceAccount || !g.gates(saNamespace, saName) {
+		if r.ops&op == 0 || slices.Contains(r.exclude, req.Subresource) || (g.namespaces != nil && !g.namespaces[req.Namespace]) || !isServiceAccount || !g.gates(saNamespace, saName) {
 			continue
 		}
 		v := p.decideGuard(g, req, leases, now)

@@ -1,6 +1,7 @@
 package validate
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -147,6 +148,102 @@ func TestDecide(t *testing.T) {
 	runDecide(t, p, leases, tests)
 }
 
+// subresourceConfig guards deployments with every subresource, and statefulsets but their status, which
+// another controller writes; the reports service account's writes of statefulsets, status too.
+const subresourceConfig = `
+guards:
+- name: orders
+  lease: orders
+  resources:
+  - {group: apps, resources: [deployments]}
+  - {group: apps, resources: [statefulsets], excludeSubresources: [status]}
+- name: reports
+  lease: reports
+  serviceAccounts: [reports]
+  resources: [{group: apps, resources: [statefulsets]}]
+`
+
+func TestDecideCoversSubresources(t *testing.T) {
+	cfg, err := config.Load([]byte(subresourceConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	follower, holder := pod("shop", "orders", "orders-b", "uid-b"), pod("shop", "orders", "orders-a", "uid-a")
+	denied := Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}
+	runDecide(t, p, leases, []decideCase{
+		{"a follower's scale is denied", follower, "UPDATE", "apps", "deployments/scale", "shop", denied},
+		{"a follower's status write is denied", follower, "UPDATE", "apps", "deployments/status", "shop", denied},
+		{"a subresource discovery may add later is guarded too", follower, "UPDATE", "apps", "deployments/rollback", "shop", denied},
+		{"the holder scales", holder, "UPDATE", "apps", "deployments/scale", "shop",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
+		{"a subresource its guard excludes is not judged by it", follower, "UPDATE", "apps", "statefulsets/status", "shop", Verdict{Reason: NotGated}},
+		{"but by another guard that covers it", pod("shop", "reports", "reports-b", "uid-b"), "UPDATE", "apps", "statefulsets/status", "shop",
+			Verdict{Outcome: Denied, Reason: LeaseExpired, Guard: "reports", LeaseNamespace: "shop", LeaseName: "reports", Holder: "reports-a_uid-r"}},
+		{"the other subresources of a guard with an exclusion are", follower, "UPDATE", "apps", "statefulsets/scale", "shop", denied},
+		{"and so is the resource itself", follower, "UPDATE", "apps", "statefulsets", "shop", denied},
+	})
+}
+
+func TestDecideNeverFencesTheControlPlane(t *testing.T) {
+	// A guard on namespaces loads (only discovery tells it is cluster-scoped: config.CheckServed), and is
+	// held off by the decision too.
+	cfg, err := config.Load([]byte(`
+guards:
+- name: named-system-account
+  lease: ops/gc
+  serviceAccounts: [kube-system/generic-garbage-collector]
+  resources: [{group: apps, resources: [replicasets]}]
+- name: every-account
+  lease: ops/any
+  resources: [{group: apps, resources: [daemonsets, replicasets, deployments]}, {group: "", resources: [namespaces]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	namespaceController := pod("kube-system", "namespace-controller", "kcm-0", "uid-k")
+	runDecide(t, p, leases, []decideCase{
+		{"a kube-system service account is not gated by a guard that gates every service account", namespaceController, "DELETE", "apps", "daemonsets", "shop",
+			Verdict{Reason: NotGated}},
+		{"nor by one naming the same name in any namespace", pod("kube-system", "orders", "x", "u"), "UPDATE", "apps", "deployments", "shop",
+			Verdict{Reason: NotGated}},
+		{"a guard naming kube-system/<name> gates it", pod("kube-system", "generic-garbage-collector", "kcm-0", "uid-k"), "DELETE", "apps", "replicasets", "shop",
+			Verdict{Outcome: Denied, Reason: LeaseMissing, Guard: "named-system-account", LeaseNamespace: "ops", LeaseName: "gc"}},
+		{"a node is never gated", &Requester{Username: "system:node:node-1", Groups: []string{"system:nodes", "system:authenticated"}}, "UPDATE", "apps", "daemonsets/status", "shop",
+			Verdict{Reason: NotGated}},
+		{"kube-controller-manager's own user is never gated", &Requester{Username: "system:kube-controller-manager"}, "UPDATE", "apps", "daemonsets", "shop",
+			Verdict{Reason: NotGated}},
+		{"kube-scheduler is never gated", &Requester{Username: "system:kube-scheduler"}, "UPDATE", "apps", "daemonsets", "shop",
+			Verdict{Reason: NotGated}},
+		{"kube-apiserver is never gated", &Requester{Username: "system:apiserver", Groups: []string{"system:masters"}}, "UPDATE", "apps", "daemonsets", "shop",
+			Verdict{Reason: Exempt}},
+		{"a Namespace is cluster-scoped and never guarded, whoever deletes it", namespaceController, "DELETE", "", "namespaces", "shop",
+			Verdict{Reason: NotGuarded}},
+		{"nor is its finalize subresource", pod("shop", "orders", "orders-b", "uid-b"), "UPDATE", "", "namespaces/finalize", "shop",
+			Verdict{Reason: NotGuarded}},
+		{"nor any cluster-scoped write", pod("shop", "orders", "orders-b", "uid-b"), "UPDATE", "apps", "daemonsets", "",
+			Verdict{Reason: NotGuarded}},
+	})
+}
+
+func TestDecideAllocatesNothingOnSubresources(t *testing.T) {
+	cfg, err := config.Load([]byte(subresourceConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	for _, req := range []*Request{
+		{Requester: pod("shop", "orders", "orders-a", "uid-a"), Operation: "UPDATE", Group: "apps", Resource: "deployments", Subresource: "scale", Namespace: "shop"},
+		{Requester: pod("shop", "orders", "orders-b", "uid-b"), Operation: "UPDATE", Group: "apps", Resource: "statefulsets", Subresource: "status", Namespace: "shop"},
+		{Requester: pod("kube-system", "deployment-controller", "x", "u"), Operation: "UPDATE", Group: "apps", Resource: "deployments", Subresource: "status", Namespace: "shop"},
+	} {
+		if allocs := testing.AllocsPerRun(100, func() { p.Decide(req, leases, now) }); allocs != 0 {
+			t.Errorf("Decide(%s/%s) allocates %v times, want 0", req.Resource, req.Subresource, allocs)
+		}
+	}
+}
+
 // decideCase is a write and the verdict it must get.
 type decideCase struct {
 	name       string
@@ -161,7 +258,8 @@ func runDecide(t *testing.T, p *Policy, leases LeaseGetter, tests []decideCase) 
 	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := p.Decide(&Request{Requester: tt.requester, Operation: tt.op, Group: tt.group, Resource: tt.res, Namespace: tt.namespace}, leases, now)
+			resource, subresource, _ := strings.Cut(tt.res, "/")
+			got := p.Decide(&Request{Requester: tt.requester, Operation: tt.op, Group: tt.group, Resource: resource, Subresource: subresource, Namespace: tt.namespace}, leases, now)
 			if got != tt.want {
 				t.Errorf("Decide() =\n%+v\nwant\n%+v", got, tt.want)
 			}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/admissionfuzz"
+	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
@@ -39,6 +40,7 @@ func fuzzFence(f *testing.F) *Fence {
 		Events:       NewEventBudget(clock.RealClock{}),
 		OwnNamespace: "leasegate-system",
 		ConfigName:   "leasegate-config",
+		APIs:         &apiresources.Discoverer{},
 	}
 	fence.policy.Store(testPolicy(f, ""))
 	return fence

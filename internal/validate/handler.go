@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
+	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
@@ -45,6 +46,8 @@ type Fence struct {
 	Events       *EventBudget
 	OwnNamespace string
 	ConfigName   string
+	// APIs is what the API server serves, which an edit of the configuration is checked against.
+	APIs interface{ Current() *apiresources.Index }
 
 	policy atomic.Pointer[Policy]
 }
@@ -63,11 +66,12 @@ func (f *Fence) Guarded() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		v := f.policy.Load().Decide(&Request{
-			Requester: requesterOf(&req),
-			Operation: string(req.Operation),
-			Group:     req.Resource.Group,
-			Resource:  req.Resource.Resource,
-			Namespace: req.Namespace,
+			Requester:   requesterOf(&req),
+			Operation:   string(req.Operation),
+			Group:       req.Resource.Group,
+			Resource:    req.Resource.Resource,
+			Subresource: req.SubResource,
+			Namespace:   req.Namespace,
 		}, f.Leases, start)
 		resp := f.respond(ctx, &req, v)
 		observe(v, "guarded", start)
@@ -204,7 +208,7 @@ func (f *Fence) ConfigEdits() admission.Handler {
 		if err := json.Unmarshal(req.Object.Raw, cm); err != nil {
 			return admission.Errored(http.StatusBadRequest, err)
 		}
-		cfg, err := config.Load([]byte(cm.Data[config.Key]))
+		cfg, err := config.LoadServed([]byte(cm.Data[config.Key]), f.APIs.Current())
 		if err != nil {
 			return admission.Denied(fmt.Sprintf("%s is invalid and was not saved: %v", f.ConfigName, err))
 		}
@@ -298,6 +302,9 @@ func target(req *admission.Request) string {
 	resource := req.Resource.Resource
 	if req.Resource.Group != "" {
 		resource += "." + req.Resource.Group
+	}
+	if req.SubResource != "" {
+		resource = req.SubResource + " of " + resource
 	}
 	switch {
 	case req.Name == "":

@@ -1,12 +1,16 @@
 package validate
 
 import (
+	"context"
 	"testing"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/leasegate/leasegate/internal/config"
 )
 
 func TestMessage(t *testing.T) {
@@ -51,5 +55,32 @@ func TestMessage(t *testing.T) {
 				t.Errorf("message() =\n%s\nwant\n%s", got, tt.message)
 			}
 		})
+	}
+}
+
+func TestGuardedJudgesSubresourcesByTheirResource(t *testing.T) {
+	fence := &Fence{Leases: leases, Recorder: &events.FakeRecorder{}, OwnNamespace: "leasegate-system"}
+	cfg, err := config.Load([]byte(subresourceConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fence.policy.Store(Compile(cfg, "leasegate-system"))
+	write := func(resource, subresource string) admission.Request {
+		return admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+			UID: "1", Operation: admissionv1.Update, Namespace: "shop", Name: "web", SubResource: subresource,
+			Resource: metav1.GroupVersionResource{Group: "apps", Version: "v1", Resource: resource},
+			Kind:     metav1.GroupVersionKind{Group: "autoscaling", Version: "v1", Kind: "Scale"},
+			UserInfo: podUser("orders-b", "uid-b"),
+		}}
+	}
+	resp := fence.Guarded().Handle(context.Background(), write("deployments", "scale"))
+	// The handler judges at the wall clock, long after the test leases' renewals: expired, held by nobody.
+	want := `leasegate: pod shop/orders-b (system:serviceaccount:shop:orders) may not update scale of deployments.apps shop/web: ` +
+		`lease shop/orders is held by orders-a_uid-a (guard "orders"): the lease has expired, so nobody holds it`
+	if resp.Allowed || resp.Result.Message != want {
+		t.Errorf("a follower's deployments/scale: allowed %v, %q; want denied, %q", resp.Allowed, resp.Result.Message, want)
+	}
+	if resp := fence.Guarded().Handle(context.Background(), write("statefulsets", "status")); !resp.Allowed {
+		t.Errorf("statefulsets/status, which the guard excludes: denied, %q", resp.Result.Message)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/lease"
 )
@@ -40,6 +42,9 @@ type guard struct {
 type rule struct {
 	guard *guard
 	ops   opMask
+	// exclude are the subresources the guard leaves out; every other subresource of the resource is
+	// guarded with it.
+	exclude []string
 }
 
 // Policy is a configuration compiled for deciding: one map lookup finds the guards of a resource, and
@@ -95,15 +100,20 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 			}
 			for _, resource := range r.Resources {
 				key := groupResource{r.Group, resource}
-				p.rules[key] = append(p.rules[key], rule{guard: cg, ops: ops})
+				p.rules[key] = append(p.rules[key], rule{guard: cg, ops: ops, exclude: r.ExcludeSubresources})
 			}
 		}
 	}
 	return p
 }
 
-// gates reports whether the guard applies to requests from this service account.
+// gates reports whether the guard applies to requests from this service account. kube-system's are the
+// control plane's controllers (the namespace controller, the garbage collector, ...): a guard gates one
+// only by naming it, "kube-system/<name>".
 func (g *guard) gates(saNamespace, saName string) bool {
+	if saNamespace == metav1.NamespaceSystem {
+		return g.accounts[namespacedName{saNamespace, saName}]
+	}
 	if len(g.accountsAnywhere) == 0 && len(g.accounts) == 0 {
 		return true
 	}

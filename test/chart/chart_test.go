@@ -95,6 +95,12 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"an address block without its prefix length", "networkPolicy:\n  webhookFrom: [{ipBlock: {cidr: 10.0.0.1}}]\n", []string{`at '/networkPolicy/webhookFrom/0/ipBlock/cidr'`}},
 		{"an unknown lease kind", "config:\n  guards: [{name: g, lease: l, leaseKind: Mcl, resources: [{group: apps, resources: [deployments]}]}]\n",
 			[]string{`at '/config/guards/0/leaseKind': value must be one of 'Lease', 'MultiClusterLease'`}},
+		{"a wildcard group (it would fence nothing)", "config:\n  guards: [{name: g, lease: l, resources: [{group: \"*\", resources: [deployments]}]}]\n",
+			[]string{`at '/config/guards/0/resources/0/group'`}},
+		{"a capitalised resource", "config:\n  guards: [{name: g, lease: l, resources: [{group: apps, resources: [Deployments]}]}]\n",
+			[]string{`at '/config/guards/0/resources/0/resources/0'`}},
+		{"a wildcard excluded subresource", "config:\n  guards: [{name: g, lease: l, resources: [{group: apps, resources: [deployments], excludeSubresources: [\"*\"]}]}]\n",
+			[]string{`at '/config/guards/0/resources/0/excludeSubresources/0'`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
