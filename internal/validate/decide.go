@@ -342,13 +342,15 @@ type LeaseWrite struct {
 // lease it holds, may not delete one, may not date its terms ahead of the webhook's clock nor claim a
 // longer term than its injection gave it, and no service account may change the label that makes a lease
 // leasegate's (which decides what reaches this guard and how the fence reads the holder) or write a
-// MultiClusterLease's status. People and exempt requesters pass; service accounts without a pod identity
-// follow missingPodIdentity.
+// MultiClusterLease's status. People, exempt requesters and kube-system's service accounts pass; other
+// service accounts without a pod identity follow missingPodIdentity.
 func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 	if p.exempt(w.Requester) {
 		return Verdict{Reason: Exempt}
 	}
-	if _, _, isServiceAccount := w.Requester.serviceAccount(); !isServiceAccount {
+	// kube-system's service accounts are the control plane's controllers: the namespace controller and the
+	// garbage collector delete a namespace's Leases without a pod identity, and must never wait on this.
+	if saNamespace, _, isServiceAccount := w.Requester.serviceAccount(); !isServiceAccount || saNamespace == metav1.NamespaceSystem {
 		return Verdict{Reason: NotGated}
 	}
 	old, updated := w.Old, w.New

@@ -437,6 +437,8 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"a pod may create an unmarked lease for itself", a, nil, unmarked(writing("orders-a_uid-a")), false, 0, HoldsLease, Allowed},
 		{"an exempt requester may do anything", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, nil, false, 0, Exempt, Allowed},
 		{"a person is not gated", &Requester{Username: "jane@example.com"}, held, writing("jane"), false, 0, NotGated, Allowed},
+		{"the namespace controller deletes a namespace's lease", &Requester{Username: "system:serviceaccount:kube-system:namespace-controller"}, held, nil, false, 0, NotGated, Allowed},
+		{"the garbage collector deletes a lease", &Requester{Username: "system:serviceaccount:kube-system:generic-garbage-collector"}, held, nil, false, 0, NotGated, Allowed},
 		{"a person may ask for a handover", &Requester{Username: "jane@example.com"}, held, handover(held, "orders-b"), false, 0, NotGated, Allowed},
 		{"a follower may not ask the holder to hand over", b, held, handover(held, "orders-b"), false, 0, HandoverByPod, Denied},
 		{"the holder may not redirect a handover asked of it", a, handover(held, "orders-b"), handover(writing("orders-a_uid-a"), "orders-a"), false, 0, HandoverByPod, Denied},
