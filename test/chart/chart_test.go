@@ -618,3 +618,64 @@ func TestClientVerification(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmTestPodIsNoWebhookEndpoint keeps the `helm test` pod out of the webhook Service's endpoints and
+// the PodDisruptionBudget: it serves no webhook, so the API server's calls routed to it would fail, and
+// with failurePolicy Fail every opted-in pod's creation with them.
+func TestHelmTestPodIsNoWebhookEndpoint(t *testing.T) {
+	rendered, err := tools(t).RenderChart(namespace)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type object struct {
+		Kind     string `json:"kind"`
+		Metadata struct {
+			Name   string            `json:"name"`
+			Labels map[string]string `json:"labels"`
+		} `json:"metadata"`
+		Spec struct {
+			// Selector is a Service's; a PodDisruptionBudget's is under matchLabels.
+			Selector map[string]any `json:"selector"`
+		} `json:"spec"`
+	}
+	var pods []object
+	selectors := map[string]map[string]string{}
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var obj object
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
+			continue
+		}
+		switch obj.Kind {
+		case "Pod":
+			pods = append(pods, obj)
+		case "Service", "PodDisruptionBudget":
+			selector := map[string]string{}
+			labels := obj.Spec.Selector
+			if matchLabels, ok := labels["matchLabels"].(map[string]any); ok {
+				labels = matchLabels
+			}
+			for k, v := range labels {
+				if s, ok := v.(string); ok {
+					selector[k] = s
+				}
+			}
+			selectors[obj.Kind+" "+obj.Metadata.Name] = selector
+		}
+	}
+	if len(pods) == 0 || len(selectors) < 2 {
+		t.Fatalf("rendered %d pods and selectors %v: want the helm test pod, the Service and the PodDisruptionBudget", len(pods), selectors)
+	}
+	for _, pod := range pods {
+		for owner, selector := range selectors {
+			matches := len(selector) > 0
+			for k, v := range selector {
+				if pod.Metadata.Labels[k] != v {
+					matches = false
+				}
+			}
+			if matches {
+				t.Errorf("pod %s (labels %v) is selected by %s (%v)", pod.Metadata.Name, pod.Metadata.Labels, owner, selector)
+			}
+		}
+	}
+}
