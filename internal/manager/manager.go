@@ -199,8 +199,20 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
 		return fmt.Errorf("setting up the leaderless-lease reporter: %w", err)
 	}
+	// Forged slices of leader Services may carry any labels, so they are found among the metadata of
+	// every EndpointSlice: a cache of its own, because the manager's holds leasegate's slices only.
+	// Only the elected replica's leader-Service controller starts its informer.
+	sliceMetadata, err := cache.New(restConfig, cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultTransform: leaderservice.SlimSlice,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the cache of EndpointSlice metadata: %w", err)
+	}
+	if err := mgr.Add(sliceMetadata); err != nil {
+		return fmt.Errorf("adding the cache of EndpointSlice metadata: %w", err)
+	}
 	if err := (&leaderservice.Reconciler{
-		Client: mgr.GetClient(), Config: store, Recorder: mgr.GetEventRecorder("leasegate-leader-service"),
+		Client: mgr.GetClient(), Slices: sliceMetadata, Config: store, Recorder: mgr.GetEventRecorder("leasegate-leader-service"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the leader-Service controller: %w", err)
 	}
