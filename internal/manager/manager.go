@@ -163,8 +163,8 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"}), Transform: slimPod},
-				&rbacv1.Role{}:          {Label: managed},
-				&rbacv1.RoleBinding{}:   {Label: managed},
+				&rbacv1.Role{}:          {Label: managed, Transform: inject.KeepOwnManagedFields}, // leasegate's managedFields tell its own
+				&rbacv1.RoleBinding{}:   {Label: managed, Transform: inject.KeepOwnManagedFields},
 				&coordinationv1.Lease{}: {Label: managed},
 				// Leader Services: those opted in, their companions, and the slices leasegate writes.
 				&corev1.Service{}:            {Label: leaderservice.OptedIn()},
@@ -193,7 +193,10 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
-	if err := (&inject.Provisioner{Client: mgr.GetClient(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
+	if err := (&inject.Provisioner{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("leasegate-provisioner"),
+		MultiClusterLeases: caps.MultiClusterLeases,
+	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
