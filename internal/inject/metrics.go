@@ -17,7 +17,7 @@ var (
 	})
 	provisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasegate_provisioning_total",
-		Help: "Reconciliations of a lease's Lease, Role and RoleBinding, by outcome: provisioned, removed or error.",
+		Help: "Reconciliations of a lease's Lease, Role and RoleBinding, by outcome: provisioned, removed, conflict (a Role or RoleBinding of leasegate's name that it did not create) or error.",
 	}, []string{"outcome"})
 	leaderlessSeconds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "leasegate_lease_leaderless_seconds",

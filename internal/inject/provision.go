@@ -3,16 +3,18 @@ package inject
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	rbacv1ac "k8s.io/client-go/applyconfigurations/rbac/v1"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -29,7 +31,7 @@ import (
 )
 
 const (
-	// fieldOwner is leasegate's server-side apply field manager.
+	// fieldOwner is leasegate's field manager; Provisioned reads it.
 	fieldOwner = "leasegate"
 	// podLeaseIndex indexes cached injected pods by "<namespace>/<lock key>".
 	podLeaseIndex = "leasegate.io/lease"
@@ -71,15 +73,17 @@ func (l lock) object(namespace string) client.Object {
 
 // rule lets a candidate read, watch and renew this one lock: a MultiClusterLease's spec only, since its
 // status is the election controller's (a /status subresource RBAC names apart).
-func (l lock) rule() *rbacv1ac.PolicyRuleApplyConfiguration {
+func (l lock) rule() rbacv1.PolicyRule {
 	group, resource := coordinationv1.GroupName, "leases"
 	if l.multiCluster {
 		group, resource = v1alpha1.GroupVersion.Group, v1alpha1.Resource
 	}
 	// The agent lists and watches with fieldSelector metadata.name=<lease>, which RBAC
 	// matches against resourceNames, so even list and watch are limited to this one lock.
-	return rbacv1ac.PolicyRule().WithAPIGroups(group).WithResources(resource).WithResourceNames(l.name).
-		WithVerbs("get", "list", "watch", "update", "patch")
+	return rbacv1.PolicyRule{
+		APIGroups: []string{group}, Resources: []string{resource}, ResourceNames: []string{l.name},
+		Verbs: []string{"get", "list", "watch", "update", "patch"},
+	}
 }
 
 // Provisioner gives the pods of each lease exactly the rights their agents need, and takes them away
@@ -90,12 +94,77 @@ func (l lock) rule() *rbacv1ac.PolicyRuleApplyConfiguration {
 // It reconciles from an informer cache of injected pods rather than acting inside the admission request:
 // admission stays free of side effects (so dry-run needs no special case), and a pod whose creation
 // fails after admission never leaves rights behind.
+//
+// It never changes or deletes a Role or RoleBinding it did not create (Provisioned): a user's object of
+// the name it would use is left alone, nothing is bound to a Role that is not leasegate's, and the pods
+// of the lease get a ProvisioningConflict Event naming the object and the fix.
 type Provisioner struct {
+	// Client reads from the manager's caches, which hold only objects labelled leasegate.io/managed.
 	Client client.Client
-	// APIReader reads a lock that lost its label, which the label-filtered cache no longer holds.
+	// APIReader reads from the API server: a lock that lost its label, which the label-filtered cache no
+	// longer holds, or a Role or RoleBinding of a name leasegate provisions that turned out to exist
+	// without being in the cache (unlabelled, or made a moment ago and not cached yet).
 	APIReader client.Reader
+	Recorder  events.EventRecorder
 	// MultiClusterLeases: the CRD is served, so deleted MultiClusterLeases are watched (and recreated).
 	MultiClusterLeases bool
+}
+
+// EventReasonConflict is the reason of the Event on a pod whose lease's Role or RoleBinding name is
+// taken by an object leasegate did not create.
+const EventReasonConflict = "ProvisioningConflict"
+
+// Provisioned reports whether leasegate created obj, a Role or RoleBinding of a name it provisions: obj
+// carries the managed label, and leasegate's field manager owns that label (managedFields records which
+// client's write set each field).
+//
+// Why this is enough: anyone who can write Roles can copy the label onto one, or name their client
+// "leasegate", or send forged managedFields; but such a writer already decides what that Role grants and
+// to whom, so leasegate acting on it gives them nothing they did not have. Whoever only creates pods, the
+// requester who names a lease and so a Role, cannot write Roles, and so cannot put the marker on anyone
+// else's. The label alone is not enough: it is copied with a leasegate Role's YAML (kubectl get -o yaml,
+// GitOps exports), which records another field manager; the managed label a user adds the same way.
+func Provisioned(obj metav1.Object) bool {
+	if obj.GetLabels()[contract.Managed] != "true" {
+		return false
+	}
+	for _, entry := range obj.GetManagedFields() {
+		if entry.Manager == fieldOwner && entry.FieldsV1 != nil && ownsManagedLabel(entry.FieldsV1.Raw) {
+			return true
+		}
+	}
+	return false
+}
+
+// ownsManagedLabel reports whether a managedFields entry's field set holds the managed label.
+func ownsManagedLabel(fieldsV1 []byte) bool {
+	var fields struct {
+		Metadata struct {
+			Labels map[string]json.RawMessage `json:"f:labels"`
+		} `json:"f:metadata"`
+	}
+	if json.Unmarshal(fieldsV1, &fields) != nil {
+		return false
+	}
+	_, ok := fields.Metadata.Labels["f:"+contract.Managed]
+	return ok
+}
+
+// KeepOwnManagedFields is the transform of the Role and RoleBinding caches: of their managedFields it
+// keeps leasegate's own entries, which Provisioned reads, and drops the rest.
+func KeepOwnManagedFields(obj any) (any, error) {
+	o, ok := obj.(metav1.Object)
+	if !ok {
+		return obj, nil
+	}
+	var own []metav1.ManagedFieldsEntry
+	for _, entry := range o.GetManagedFields() {
+		if entry.Manager == fieldOwner {
+			own = append(own, entry)
+		}
+	}
+	o.SetManagedFields(own)
+	return obj, nil
 }
 
 // SetupWithManager registers the provisioner; it runs on the elected leader only.
@@ -187,41 +256,90 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	if len(accounts) == 0 {
 		err = p.remove(ctx, req.Namespace, l)
 		provisions.WithLabelValues(resultOf(err, "removed")).Inc()
-	} else {
-		err = p.provision(ctx, req.Namespace, l, accounts, evictable)
-		provisions.WithLabelValues(resultOf(err, "provisioned")).Inc()
+		return reconcile.Result{}, err
+	}
+	var clash client.Object
+	clash, err = p.provision(ctx, req.Namespace, l, accounts, evictable)
+	switch {
+	case err != nil:
+		provisions.WithLabelValues("error").Inc()
+	case clash != nil:
+		provisions.WithLabelValues("conflict").Inc()
+		for i := range pods.Items {
+			p.Recorder.Eventf(&pods.Items[i], clash, corev1.EventTypeWarning, EventReasonConflict, "Provision", "%s", conflictNote(clash, l))
+		}
+	default:
+		provisions.WithLabelValues("provisioned").Inc()
 	}
 	return reconcile.Result{}, err
 }
 
-func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) error {
-	managed := map[string]string{contract.Managed: "true"}
+// conflictNote tells a pod's owner which object took the name of the lease's Role or RoleBinding, what
+// that costs the pod, and the fixes.
+func conflictNote(clash client.Object, l lock) string {
+	kind := "RoleBinding"
+	if _, ok := clash.(*rbacv1.Role); ok {
+		kind = "Role"
+	}
+	return fmt.Sprintf("%s %s/%s exists and leasegate did not create it, so leasegate neither changes nor binds it: "+
+		"the pod's agent gets no rights on lease %s from leasegate. Delete or rename that %s, or elect on another lease (%s or %s)",
+		kind, clash.GetNamespace(), clash.GetName(), l.name, kind, contract.Lease, contract.Elections)
+}
+
+// provision creates the lock, and the Role and RoleBinding of its pods or brings leasegate's own in
+// line with them. clash is the Role or RoleBinding of that name that leasegate did not create, if any:
+// then it writes neither (a binding to someone else's Role would grant what that Role grants).
+func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) (clash client.Object, err error) {
 	if err := p.Client.Create(ctx, l.object(namespace)); apierrors.IsAlreadyExists(err) {
 		if err := p.restoreMarker(ctx, namespace, l); err != nil {
-			return err
+			return nil, err
 		}
 	} else if err != nil {
-		return err
+		return nil, err
 	}
 
 	name := rbacPrefix + l.key()
-	role := rbacv1ac.Role(name, namespace).WithLabels(managed).WithRules(l.rule())
+	managed := metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{contract.Managed: "true"}}
+	role := &rbacv1.Role{ObjectMeta: *managed.DeepCopy(), Rules: []rbacv1.PolicyRule{l.rule()}}
 	if len(evictable) > 0 {
 		// Pods with on-loss: restart evict themselves: create evictions of exactly these pods, by name.
 		// The service account is shared by the replicas, so the webhook (evictions.leasegate.io) admits a
 		// pod's eviction of itself only, and only once it has lost the lease.
-		role.WithRules(rbacv1ac.PolicyRule().
-			WithAPIGroups("").WithResources("pods/eviction").WithResourceNames(evictable...).WithVerbs("create"))
+		role.Rules = append(role.Rules, rbacv1.PolicyRule{
+			APIGroups: []string{""}, Resources: []string{"pods/eviction"}, ResourceNames: evictable, Verbs: []string{"create"},
+		})
 	}
-	if err := p.Client.Apply(ctx, role, client.FieldOwner(fieldOwner), client.ForceOwnership); err != nil {
-		return err
+	current := &rbacv1.Role{}
+	switch mine, err := p.own(ctx, current, role); {
+	case err != nil:
+		return nil, err
+	case !mine:
+		return current, nil
+	case current.UID != "" && !apiequality.Semantic.DeepEqual(current.Rules, role.Rules):
+		current.Rules = role.Rules
+		if err := p.update(ctx, current); err != nil {
+			return nil, err
+		}
 	}
-	binding := rbacv1ac.RoleBinding(name, namespace).WithLabels(managed).
-		WithRoleRef(rbacv1ac.RoleRef().WithAPIGroup(rbacv1.GroupName).WithKind("Role").WithName(name))
+
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: *managed.DeepCopy(),
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+	}
 	for _, sa := range accounts {
-		binding.WithSubjects(rbacv1ac.Subject().WithKind(rbacv1.ServiceAccountKind).WithNamespace(namespace).WithName(sa))
+		binding.Subjects = append(binding.Subjects, rbacv1.Subject{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: sa})
 	}
-	return p.Client.Apply(ctx, binding, client.FieldOwner(fieldOwner), client.ForceOwnership)
+	currentBinding := &rbacv1.RoleBinding{}
+	switch mine, err := p.own(ctx, currentBinding, binding); {
+	case err != nil:
+		return nil, err
+	case !mine:
+		return currentBinding, nil
+	case currentBinding.UID != "" && !apiequality.Semantic.DeepEqual(currentBinding.Subjects, binding.Subjects):
+		currentBinding.Subjects = binding.Subjects
+		return nil, p.update(ctx, currentBinding)
+	}
+	return nil, nil
 }
 
 // restoreMarker labels the lock as leasegate's again when it lost the label (the lease guard refuses that
@@ -256,7 +374,41 @@ func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l loc
 	return p.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marked))
 }
 
-// remove deletes what provision made, and only that: objects without the managed label are the user's.
+// own creates want unless an object of its name exists. When one does, current is that object as
+// stored and mine says whether leasegate created it (Provisioned); when want was created, current is
+// left empty and mine is true.
+func (p *Provisioner) own(ctx context.Context, current, want client.Object) (mine bool, err error) {
+	key := client.ObjectKeyFromObject(want)
+	switch err := p.Client.Get(ctx, key, current); {
+	case err == nil:
+		return Provisioned(current), nil
+	case !apierrors.IsNotFound(err):
+		return false, err
+	}
+	switch err := p.Client.Create(ctx, want, client.FieldOwner(fieldOwner)); {
+	case err == nil:
+		return true, nil
+	case !apierrors.IsAlreadyExists(err):
+		return false, err
+	}
+	// Not in the cache, yet there: unlabelled, so someone else's, or created a moment ago by leasegate
+	// and not cached yet. Only the API server can tell.
+	if err := p.APIReader.Get(ctx, key, current); err != nil {
+		return false, err
+	}
+	return Provisioned(current), nil
+}
+
+// update writes obj, one of leasegate's own, as judged: the resourceVersion it was read at makes the
+// write fail if anyone changed it since (say, took the label off), and it is then judged again.
+func (p *Provisioner) update(ctx context.Context, obj client.Object) error {
+	obj.SetManagedFields(nil) // the API server keeps the stored ones; the cache holds leasegate's only
+	return p.Client.Update(ctx, obj, client.FieldOwner(fieldOwner))
+}
+
+// remove deletes what provision made, and only that: a Role or RoleBinding leasegate did not create
+// (Provisioned), or a lock without the managed label, is the user's. Each is deleted as judged (UID and
+// resourceVersion), so one changed since is judged again.
 func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) error {
 	name := rbacPrefix + l.key()
 	for _, obj := range []client.Object{
@@ -269,10 +421,19 @@ func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) erro
 		} else if err != nil {
 			return err
 		}
-		if obj.GetLabels()[contract.Managed] != "true" {
-			continue
+		preconditions := client.Preconditions{UID: ptr.To(obj.GetUID())}
+		switch obj.(type) {
+		case *rbacv1.Role, *rbacv1.RoleBinding:
+			if !Provisioned(obj) {
+				continue
+			}
+			preconditions.ResourceVersion = ptr.To(obj.GetResourceVersion())
+		default:
+			if obj.GetLabels()[contract.Managed] != "true" {
+				continue
+			}
 		}
-		if err := p.Client.Delete(ctx, obj, client.Preconditions{UID: ptr.To(obj.GetUID())}); client.IgnoreNotFound(err) != nil {
+		if err := p.Client.Delete(ctx, obj, preconditions); client.IgnoreNotFound(err) != nil {
 			return err
 		}
 	}

@@ -2,12 +2,15 @@ package inject
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/leasegate/leasegate/internal/contract"
 )
@@ -83,5 +86,78 @@ func TestLockRule(t *testing.T) {
 				t.Errorf("object() = %T %s %v, want a managed %s named orders", obj, obj.GetName(), obj.GetLabels(), tt.resource)
 			}
 		})
+	}
+}
+
+// fieldsOwning is a managedFields entry of manager whose field set holds the labels named.
+func fieldsOwning(manager string, labels ...string) metav1.ManagedFieldsEntry {
+	set := `{"f:metadata":{"f:labels":{".":{}`
+	for _, l := range labels {
+		set += `,"f:` + l + `":{}`
+	}
+	set += `}},"f:rules":{}}`
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(set)}}
+}
+
+func TestProvisioned(t *testing.T) {
+	managed := map[string]string{contract.Managed: "true"}
+	tests := []struct {
+		name   string
+		labels map[string]string
+		fields []metav1.ManagedFieldsEntry
+		want   bool
+	}{
+		{"created by leasegate: its field manager set the label", managed, []metav1.ManagedFieldsEntry{fieldsOwning("leasegate", contract.Managed)}, true},
+		{"leasegate's, edited since by a person", managed, []metav1.ManagedFieldsEntry{fieldsOwning("kubectl-edit"), fieldsOwning("leasegate", contract.Managed)}, true},
+		{"a user's Role without the label", nil, []metav1.ManagedFieldsEntry{fieldsOwning("kubectl-create")}, false},
+		{"a user's Role with the label copied from leasegate's YAML", managed, []metav1.ManagedFieldsEntry{fieldsOwning("kubectl-create", contract.Managed)}, false},
+		{"leasegate's manager, but someone else set the label", managed, []metav1.ManagedFieldsEntry{fieldsOwning("leasegate"), fieldsOwning("helm", contract.Managed)}, false},
+		{"leasegate's field manager on a Role someone took the label off", nil, []metav1.ManagedFieldsEntry{fieldsOwning("leasegate", contract.Managed)}, false},
+		{"the label set to something else", map[string]string{contract.Managed: "false"}, []metav1.ManagedFieldsEntry{fieldsOwning("leasegate", contract.Managed)}, false},
+		{"no managedFields at all", managed, nil, false},
+		{"a field set that is not JSON", managed, []metav1.ManagedFieldsEntry{{Manager: "leasegate", FieldsV1: &metav1.FieldsV1{Raw: []byte("{")}}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "leasegate-orders", Labels: tt.labels, ManagedFields: tt.fields}}
+			if got := Provisioned(role); got != tt.want {
+				t.Errorf("Provisioned() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// The Role and RoleBinding caches keep what Provisioned reads, and drop other managers' entries.
+func TestKeepOwnManagedFields(t *testing.T) {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{contract.Managed: "true"}, ManagedFields: []metav1.ManagedFieldsEntry{
+		fieldsOwning("kubectl-edit"), fieldsOwning("leasegate", contract.Managed), fieldsOwning("helm"),
+	}}}
+	out, err := KeepOwnManagedFields(role)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := out.(*rbacv1.Role).ManagedFields
+	if len(kept) != 1 || kept[0].Manager != "leasegate" || !Provisioned(out.(*rbacv1.Role)) {
+		t.Errorf("KeepOwnManagedFields() kept %v, want leasegate's entry only", kept)
+	}
+}
+
+// The Event names the object, what the pod lacks, and the fixes.
+func TestConflictNote(t *testing.T) {
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "leasegate-orders"}}
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "leasegate-orders"}}
+	for _, tt := range []struct {
+		clash client.Object
+		want  string
+	}{
+		{role, "Role shop/leasegate-orders exists and leasegate did not create it"},
+		{binding, "RoleBinding shop/leasegate-orders exists and leasegate did not create it"},
+	} {
+		note := conflictNote(tt.clash, lock{name: "orders"})
+		for _, want := range []string{tt.want, "no rights on lease orders", "Delete or rename that", contract.Lease} {
+			if !strings.Contains(note, want) {
+				t.Errorf("conflictNote() = %q, want it to say %q", note, want)
+			}
+		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -11,15 +12,19 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8slabels "k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
@@ -40,10 +45,41 @@ func Slices() k8slabels.Selector {
 	return k8slabels.SelectorFromSet(k8slabels.Set{discoveryv1.LabelManagedBy: ManagedBy})
 }
 
+// SliceMetadata is the object of the cache that finds forged slices: every EndpointSlice of the cluster,
+// metadata only, slimmed by SlimSlice. A label selector cannot pick the slices that name a "*-leader"
+// Service, and a forged slice may carry any labels (managed-by the endpoint controller's name, which
+// nothing then cleans up on a Service without a selector), so none can be left out.
+func SliceMetadata() *metav1.PartialObjectMetadata {
+	slice := &metav1.PartialObjectMetadata{}
+	slice.SetGroupVersionKind(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"))
+	return slice
+}
+
+// SlimSlice is the transform of that cache: what finding and removing a forged slice needs (its name,
+// UID and version, its Service and manager), and nothing else.
+func SlimSlice(in any) (any, error) {
+	slice, ok := in.(*metav1.PartialObjectMetadata)
+	if !ok {
+		return in, nil
+	}
+	labels := slice.Labels
+	slice.ObjectMeta = metav1.ObjectMeta{
+		Namespace: slice.Namespace, Name: slice.Name, UID: slice.UID, ResourceVersion: slice.ResourceVersion,
+		Labels: map[string]string{discoveryv1.LabelServiceName: labels[discoveryv1.LabelServiceName]},
+	}
+	if managedBy, ok := labels[discoveryv1.LabelManagedBy]; ok {
+		slice.Labels[discoveryv1.LabelManagedBy] = managedBy
+	}
+	return slice, nil
+}
+
 // Reconciler keeps each opted-in Service's companion and its EndpointSlice on the lease holder. It reads
 // Services, Leases, injected pods and slices from the manager's caches and writes only what differs.
 type Reconciler struct {
-	Client   client.Client
+	Client client.Client
+	// Slices is the cache of every EndpointSlice's metadata (SliceMetadata), where forged slices of a
+	// companion are found.
+	Slices   cache.Cache
 	Config   *config.Store
 	Recorder events.EventRecorder
 }
@@ -81,10 +117,21 @@ func (r *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 			return requests
 		})
 	}
+	// A slice anyone else writes for a "<service>-leader" Service maps to <service>, which removes it if
+	// that is a companion leasegate keeps. leasegate's own slices come through the typed watch above.
+	forged := handler.TypedEnqueueRequestsFromMapFunc(func(_ context.Context, o *metav1.PartialObjectMetadata) []reconcile.Request {
+		service := o.Labels[discoveryv1.LabelServiceName]
+		followed, ok := strings.CutSuffix(service, Suffix)
+		if !ok || followed == "" || IsOwnSlice(service, o) {
+			return nil
+		}
+		return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.Namespace, Name: followed}}}
+	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("leader-service").
 		Watches(&corev1.Service{}, toFollowed).
 		Watches(&discoveryv1.EndpointSlice{}, toFollowed).
+		WatchesRawSource(source.Kind(r.Slices, SliceMetadata(), forged)).
 		Watches(&coordinationv1.Lease{}, toFollowers(true)).
 		Watches(&corev1.Pod{}, toFollowers(false)).
 		Complete(r)
@@ -116,6 +163,10 @@ func (r *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 		return reconcile.Result{}, fmt.Errorf("writing Service %s/%s: %w", companion.Namespace, companion.Name, err)
 	default:
 		companion = stored
+	}
+
+	if err := r.removeForged(ctx, companion.Namespace, companion.Name); err != nil {
+		return reconcile.Result{}, err
 	}
 
 	now := time.Now()
@@ -159,12 +210,26 @@ func (r *Reconciler) applyCompanion(ctx context.Context, want *corev1.Service) (
 		return nil, errNotOurs
 	}
 	if apiequality.Semantic.DeepEqual(current.Labels, want.Labels) && apiequality.Semantic.DeepEqual(current.OwnerReferences, want.OwnerReferences) &&
-		samePorts(current.Spec.Ports, want.Spec.Ports) {
+		samePorts(current.Spec.Ports, want.Spec.Ports) && routesAsCompanion(current) {
 		return current, nil
 	}
 	next := current.DeepCopy()
 	next.Labels, next.OwnerReferences, next.Spec.Ports = want.Labels, want.OwnerReferences, want.Spec.Ports
+	if !routesAsCompanion(current) {
+		// A Service someone made with leasegate's labels before the opt-in must route only through
+		// leasegate's slice: its spec is the companion's, keeping only the address it was given.
+		next.Spec = corev1.ServiceSpec{
+			Type: corev1.ServiceTypeClusterIP, Ports: want.Spec.Ports, ClusterIP: current.Spec.ClusterIP, ClusterIPs: current.Spec.ClusterIPs,
+			IPFamilies: current.Spec.IPFamilies, IPFamilyPolicy: current.Spec.IPFamilyPolicy,
+		}
+	}
 	return next, r.Client.Update(ctx, next, client.FieldOwner(fieldOwner))
+}
+
+// routesAsCompanion reports whether svc routes only to the slices written for it, inside the cluster: a
+// ClusterIP Service without a selector or external addresses.
+func routesAsCompanion(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.Selector) == 0 && len(svc.Spec.ExternalIPs) == 0
 }
 
 // samePorts compares the fields of the ports a companion copies (the API server fills in the rest).
@@ -203,6 +268,32 @@ func (r *Reconciler) applySlice(ctx context.Context, want *discoveryv1.EndpointS
 	next := current.DeepCopy()
 	next.Labels, next.OwnerReferences, next.Endpoints, next.Ports = want.Labels, want.OwnerReferences, want.Endpoints, want.Ports
 	return r.Client.Update(ctx, next, client.FieldOwner(fieldOwner))
+}
+
+// removeForged deletes every slice of the companion but leasegate's own, whoever wrote it and whenever:
+// before the Service opted in, or past endpointslices.leasegate.io while it was down. Each is deleted
+// as the cache saw it (UID and resourceVersion), so a slice rewritten since is judged again.
+func (r *Reconciler) removeForged(ctx context.Context, namespace, companion string) error {
+	slices := &metav1.PartialObjectMetadataList{}
+	slices.SetGroupVersionKind(discoveryv1.SchemeGroupVersion.WithKind("EndpointSliceList"))
+	if err := r.Slices.List(ctx, slices, client.InNamespace(namespace), client.MatchingLabels{discoveryv1.LabelServiceName: companion}); err != nil {
+		return err
+	}
+	for i := range slices.Items {
+		slice := &slices.Items[i]
+		if IsOwnSlice(companion, slice) {
+			continue
+		}
+		err := r.Client.Delete(ctx, slice, client.Preconditions{UID: ptr.To(slice.UID), ResourceVersion: ptr.To(slice.ResourceVersion)})
+		if client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("removing EndpointSlice %s/%s, which routes Service %s but is not leasegate's: %w", namespace, slice.Name, companion, err)
+		}
+		if err == nil {
+			log.FromContext(ctx).Info("Removed an EndpointSlice of a leader Service that leasegate did not write",
+				"endpointSlice", namespace+"/"+slice.Name, "service", companion, "managedBy", slice.Labels[discoveryv1.LabelManagedBy])
+		}
+	}
+	return nil
 }
 
 // removeCompanion deletes the companion of a Service that is gone or no longer opted in (garbage

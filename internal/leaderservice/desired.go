@@ -83,6 +83,38 @@ func Companion(svc *corev1.Service) (*corev1.Service, error) {
 	return companion, nil
 }
 
+// CompanionLease reports whether the Service called name, in a namespace whose labelled Services
+// services reads (nil when there is none), is one whose slices leasegate alone writes, and the lease
+// it follows: a companion leasegate keeps (leasegate.io/leader-of), or the name "<svc>-leader" of a
+// Service svc opted in by leasegate.io/leader-lease. The opt-in claims the name before its companion
+// exists, so that no slice can be there first and route the companion's traffic once it does. A
+// labelled Service that is not a companion belongs to whoever opted it in, whatever its name.
+func CompanionLease(name string, services func(name string) *corev1.Service) (leaseName string, kept bool) {
+	if name == "" {
+		return "", false
+	}
+	if svc := services(name); svc != nil {
+		return svc.Labels[contract.LeaderLease], IsCompanion(svc)
+	}
+	followed, ok := strings.CutSuffix(name, Suffix)
+	if !ok || followed == "" {
+		return "", false
+	}
+	svc := services(followed)
+	if svc == nil || IsCompanion(svc) || svc.Labels[contract.LeaderLease] == "" {
+		return "", false
+	}
+	return svc.Labels[contract.LeaderLease], true
+}
+
+// IsOwnSlice reports whether slice, which names companion as its Service, is the one leasegate writes
+// for it: named after the companion and managed by leasegate. Any other slice of a companion is forged
+// and removed. A slice of that name whose labels a writer forged is leasegate's by name: its endpoints,
+// ports, labels and owner are overwritten on the next reconcile, so nothing its writer chose survives.
+func IsOwnSlice(companion string, slice metav1.Object) bool {
+	return slice.GetName() == companion && slice.GetLabels()[discoveryv1.LabelManagedBy] == ManagedBy
+}
+
 // Holder returns the pod of pods that may receive svc's leader traffic at now: the one lease l names as
 // its holder, while the lease is held (judged as the fence judges it, with the clock skew margin), when
 // svc's selector selects it, it has an address and is not terminating. recheck is when the answer changes

@@ -8,6 +8,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -184,5 +185,101 @@ func TestCompanion(t *testing.T) {
 				t.Errorf("Companion() error = %v, want one containing %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+func TestCompanionLease(t *testing.T) {
+	companion, err := Companion(service())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The cache holds labelled Services only: an opted-in Service, its companion, and a Service that
+	// opted in with a name ending in the suffix.
+	cached := map[string]*corev1.Service{
+		"orders":        service(),
+		"orders-leader": companion,
+		"web":           service(func(s *corev1.Service) { s.Name, s.Labels[contract.LeaderLease] = "web", "web-lease" }),
+		"api-leader":    service(func(s *corev1.Service) { s.Name, s.Labels[contract.LeaderLease] = "api-leader", "api" }),
+		"api":           service(func(s *corev1.Service) { s.Name, s.Labels[contract.LeaderLease] = "api", "api" }),
+	}
+	tests := []struct {
+		name      string
+		service   string
+		cached    map[string]*corev1.Service
+		wantLease string
+		wantKept  bool
+	}{
+		{"the companion leasegate keeps", "orders-leader", cached, "orders", true},
+		{"the companion of an opted-in Service before it exists", "web-leader", cached, "web-lease", true},
+		{"the companion's name once the Service opted in, even with the companion gone", "orders-leader", map[string]*corev1.Service{"orders": service()}, "orders", true},
+		{"not the opted-in Service itself", "orders", cached, "orders", false},
+		{"not a Service that merely ends in -leader", "billing-leader", cached, "", false},
+		{"not a Service that opted in itself, whatever its name", "api-leader", cached, "api", false},
+		{"not the name of a companion's companion", "orders-leader-leader", cached, "", false},
+		{"not the bare suffix", "-leader", map[string]*corev1.Service{"": service()}, "", false},
+		{"not a slice without a Service", "", cached, "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			lease, kept := CompanionLease(tt.service, func(name string) *corev1.Service { return tt.cached[name] })
+			if kept != tt.wantKept || (kept && lease != tt.wantLease) {
+				t.Errorf("CompanionLease(%q) = %q, %v; want %q, %v", tt.service, lease, kept, tt.wantLease, tt.wantKept)
+			}
+		})
+	}
+}
+
+func TestIsOwnSlice(t *testing.T) {
+	slice := func(name, managedBy string) *metav1.PartialObjectMetadata {
+		s := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: "orders-leader"}}}
+		if managedBy != "" {
+			s.Labels[discoveryv1.LabelManagedBy] = managedBy
+		}
+		return s
+	}
+	tests := []struct {
+		name  string
+		slice *metav1.PartialObjectMetadata
+		want  bool
+	}{
+		{"leasegate's slice", slice("orders-leader", ManagedBy), true},
+		{"another name, even managed by leasegate", slice("orders-leader-x", ManagedBy), false},
+		{"leasegate's name, managed by the endpoint controller", slice("orders-leader", "endpointslice-controller.k8s.io"), false},
+		{"leasegate's name, managed by nobody", slice("orders-leader", ""), false},
+		{"a mirrored slice", slice("orders-leader-abcde", "endpointslicemirroring-controller.k8s.io"), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := IsOwnSlice("orders-leader", tt.slice); got != tt.want {
+				t.Errorf("IsOwnSlice(%s) = %v, want %v", tt.slice.Name, got, tt.want)
+			}
+		})
+	}
+}
+
+// The cache of every slice's metadata keeps what finding and deleting a forged one needs, no more.
+func TestSlimSlice(t *testing.T) {
+	in := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "shop", Name: "orders-leader-x", UID: "uid-x", ResourceVersion: "42", Generation: 3,
+		Labels:          map[string]string{discoveryv1.LabelServiceName: "orders-leader", discoveryv1.LabelManagedBy: "mallory", "team": "red"},
+		Annotations:     map[string]string{"note": strings.Repeat("x", 1000)},
+		OwnerReferences: []metav1.OwnerReference{{Name: "orders-leader"}},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}}
+	in.SetGroupVersionKind(discoveryv1.SchemeGroupVersion.WithKind("EndpointSlice"))
+	out, err := SlimSlice(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := out.(*metav1.PartialObjectMetadata)
+	want := metav1.ObjectMeta{
+		Namespace: "shop", Name: "orders-leader-x", UID: "uid-x", ResourceVersion: "42",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "orders-leader", discoveryv1.LabelManagedBy: "mallory"},
+	}
+	if !apiequality.Semantic.DeepEqual(got.ObjectMeta, want) {
+		t.Errorf("SlimSlice() kept %+v, want %+v", got.ObjectMeta, want)
+	}
+	if got.Kind != "EndpointSlice" {
+		t.Errorf("SlimSlice() dropped the kind: %v", got.TypeMeta)
 	}
 }

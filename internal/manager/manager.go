@@ -181,8 +181,8 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"}), Transform: slimPod},
-				&rbacv1.Role{}:          {Label: managed},
-				&rbacv1.RoleBinding{}:   {Label: managed},
+				&rbacv1.Role{}:          {Label: managed, Transform: inject.KeepOwnManagedFields}, // leasegate's managedFields tell its own
+				&rbacv1.RoleBinding{}:   {Label: managed, Transform: inject.KeepOwnManagedFields},
 				&coordinationv1.Lease{}: {Label: managed},
 				// Leader Services: those opted in, their companions, and the slices leasegate writes.
 				&corev1.Service{}:            {Label: leaderservice.OptedIn()},
@@ -221,14 +221,29 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
-	if err := (&inject.Provisioner{Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), MultiClusterLeases: caps.MultiClusterLeases}).SetupWithManager(mgr); err != nil {
+	if err := (&inject.Provisioner{
+		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("leasegate-provisioner"),
+		MultiClusterLeases: caps.MultiClusterLeases,
+	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
 	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
 		return fmt.Errorf("setting up the leaderless-lease reporter: %w", err)
 	}
+	// Forged slices of leader Services may carry any labels, so they are found among the metadata of
+	// every EndpointSlice: a cache of its own, because the manager's holds leasegate's slices only.
+	// Only the elected replica's leader-Service controller starts its informer.
+	sliceMetadata, err := cache.New(restConfig, cache.Options{
+		HTTPClient: mgr.GetHTTPClient(), Scheme: scheme, Mapper: mgr.GetRESTMapper(), DefaultTransform: leaderservice.SlimSlice,
+	})
+	if err != nil {
+		return fmt.Errorf("creating the cache of EndpointSlice metadata: %w", err)
+	}
+	if err := mgr.Add(sliceMetadata); err != nil {
+		return fmt.Errorf("adding the cache of EndpointSlice metadata: %w", err)
+	}
 	if err := (&leaderservice.Reconciler{
-		Client: mgr.GetClient(), Config: store, Recorder: mgr.GetEventRecorder("leasegate-leader-service"),
+		Client: mgr.GetClient(), Slices: sliceMetadata, Config: store, Recorder: mgr.GetEventRecorder("leasegate-leader-service"),
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the leader-Service controller: %w", err)
 	}

@@ -22,8 +22,8 @@ import (
 
 	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
+	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -163,15 +163,23 @@ func (f *Fence) Evictions() admission.Handler {
 	})
 }
 
-// LeaderEndpoints refuses anyone's write to the EndpointSlice of a "<service>-leader" Service that
-// leasegate keeps on the lease holder (path /validate-endpointslices); leasegate's own writes never reach
-// it. The companion Service comes from the manager's cache and its lease from the fence's: no API call.
+// LeaderEndpoints refuses anyone's write to an EndpointSlice of a "<service>-leader" Service that
+// leasegate keeps, or will keep once its Service exists, on the lease holder (path
+// /validate-endpointslices); leasegate's own writes never reach it. The Services come from the
+// manager's cache and the lease from the fence's: no API call.
 func (f *Fence) LeaderEndpoints() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
+		services := func(name string) *corev1.Service {
+			svc := &corev1.Service{}
+			if f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, svc) != nil {
+				return nil
+			}
+			return svc
+		}
 		// The slice as written and as it was: relabelling leasegate's slice away from its Service is
 		// as much a forgery as pointing it elsewhere.
-		companion, leaderService := &corev1.Service{}, false
+		leaseName, leaderService := "", false
 		for _, raw := range [][]byte{req.Object.Raw, req.OldObject.Raw} {
 			if len(raw) == 0 || leaderService {
 				continue
@@ -180,13 +188,11 @@ func (f *Fence) LeaderEndpoints() admission.Handler {
 			if err := json.Unmarshal(raw, slice); err != nil {
 				return admission.Errored(http.StatusBadRequest, err)
 			}
-			service := slice.Labels[discoveryv1.LabelServiceName]
-			leaderService = service != "" && f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: service}, companion) == nil &&
-				companion.Labels[contract.LeaderOf] != ""
+			leaseName, leaderService = leaderservice.CompanionLease(slice.Labels[discoveryv1.LabelServiceName], services)
 		}
 		v := f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
 		if leaderService {
-			v.LeaseNamespace, v.LeaseName = req.Namespace, companion.Labels[contract.LeaderLease]
+			v.LeaseNamespace, v.LeaseName = req.Namespace, leaseName
 			if l, ok := f.Leases.Get(req.Namespace, v.LeaseName); ok {
 				v.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			}

@@ -12,6 +12,7 @@ import (
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -225,6 +226,57 @@ var _ = Describe("The injector", func() {
 		roles, err := controlPlane.Client.RbacV1().Roles(ns).List(ctx, metav1.ListOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(roles.Items).To(BeEmpty())
+	})
+
+	It("never changes nor deletes a user's Role and RoleBinding of the name it provisions, and says so on the pod", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		rbac := controlPlane.Client.RbacV1()
+		role, err := rbac.Roles(ns).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-orders"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"configmaps"}, Verbs: []string{"get"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// The binding carries leasegate's label, as a copy of a leasegate RoleBinding's YAML would: the
+		// label alone does not make it leasegate's.
+		binding, err := rbac.RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "leasegate-orders", Labels: map[string]string{"leasegate.io/managed": "true"}},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "leasegate-orders"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "alice"}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		pod, err := createPod(ctx, deploymentPod(ns), false)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) []string {
+			events, err := controlPlane.Client.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			var notes []string
+			for _, e := range events.Items {
+				if e.Reason == "ProvisioningConflict" && e.Regarding.Name == pod.Name && e.Regarding.Kind == "Pod" {
+					notes = append(notes, e.Note)
+				}
+			}
+			return notes
+		}).WithTimeout(10 * time.Second).Should(ContainElement(And(
+			ContainSubstring("Role "+ns+"/leasegate-orders exists and leasegate did not create it"),
+			ContainSubstring("Delete or rename that Role, or elect on another lease"),
+		)))
+		Expect(canUpdateLease(ctx, ns, "orders", "orders")).To(BeFalse(), "nothing was bound to the user's Role")
+		_, err = controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the Lease is provisioned all the same")
+
+		By("deleting the pod: the Lease goes, the user's Role and RoleBinding stay as they were")
+		Expect(controlPlane.Client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{})).To(Succeed())
+		Eventually(func() bool {
+			_, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
+			return apierrors.IsNotFound(err)
+		}).WithTimeout(5 * time.Second).Should(BeTrue())
+		after, err := rbac.Roles(ns).Get(ctx, role.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the user's Role was deleted")
+		Expect(after.ResourceVersion).To(Equal(role.ResourceVersion), "the user's Role was changed: %v %v", after.Labels, after.Rules)
+		afterBinding, err := rbac.RoleBindings(ns).Get(ctx, binding.Name, metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the user's RoleBinding was deleted")
+		Expect(afterBinding.ResourceVersion).To(Equal(binding.ResourceVersion), "the user's RoleBinding was changed: %v", afterBinding.Subjects)
 	})
 
 	It("gives agents, run from the injected spec with pod-bound tokens, enough rights to elect a leader and no more", func(ctx SpecContext) {

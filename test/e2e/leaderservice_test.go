@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -142,6 +144,93 @@ var _ = Describe("A leader Service", func() {
 		}).WithTimeout(10 * time.Second).Should(BeTrue())
 	})
 })
+
+var _ = Describe("A leader Service opted in after someone else routed its name", func() {
+	It("removes every slice of <service>-leader that leasegate did not write, makes a lookalike Service its companion, and refuses new slices", func(ctx SpecContext) {
+		ns := labelledNamespace(ctx, optedIn)
+		mallory := sliceWriter(ctx, ns, "mallory")
+		forged := func(name, managedBy string) *discoveryv1.EndpointSlice {
+			return &discoveryv1.EndpointSlice{
+				ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{
+					discoveryv1.LabelServiceName: "orders-leader", discoveryv1.LabelManagedBy: managedBy,
+				}},
+				AddressType: discoveryv1.AddressTypeIPv4,
+				Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{"10.244.0.99"}}},
+			}
+		}
+
+		By("before the opt-in: slices routing <service>-leader to an address mallory chose, then a lookalike companion with a selector")
+		for _, slice := range []*discoveryv1.EndpointSlice{
+			forged("orders-leader", "mallory"),
+			forged("orders-leader-abcde", "endpointslice-controller.k8s.io"), // the endpoint controller's label, which nothing cleans on a selectorless Service
+			forged("orders-leader-fghij", leaderservice.ManagedBy),           // leasegate's label, under another name
+		} {
+			_, err := mallory.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred(), "nothing is leasegate's yet: %s", slice.Name)
+		}
+
+		// Once a Service carries leasegate's labels, its slices are refused too: it is made last.
+		_, err := mallory.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders"}},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app.kubernetes.io/name": "orders"},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("opting the Service in")
+		_, err = controlPlane.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Labels: map[string]string{contract.LeaderLease: "orders"}},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app.kubernetes.io/name": "orders"},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		slices := controlPlane.Client.DiscoveryV1().EndpointSlices(ns)
+		Eventually(func(g Gomega) {
+			list, err := slices.List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=orders-leader"})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(list.Items).To(HaveLen(1), "the companion carries leasegate's slice only")
+			g.Expect(list.Items[0].Name).To(Equal("orders-leader"))
+			g.Expect(list.Items[0].Labels).To(HaveKeyWithValue(discoveryv1.LabelManagedBy, leaderservice.ManagedBy))
+			g.Expect(list.Items[0].Endpoints).To(BeEmpty(), "nobody holds the lease: no endpoint, and not mallory's")
+		}).WithTimeout(10 * time.Second).Should(Succeed())
+		companion, err := controlPlane.Client.CoreV1().Services(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Expect(companion.Spec.Selector).To(BeEmpty(), "the endpoint controller would route a selector's pods")
+		Expect(companion.OwnerReferences).To(ConsistOf(HaveField("Name", "orders")))
+
+		By("refusing a new slice for the companion, under any name and labels")
+		for _, slice := range []*discoveryv1.EndpointSlice{forged("orders-leader-klmno", "mallory"), forged("orders-leader-pqrst", leaderservice.ManagedBy)} {
+			_, err := mallory.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
+			Expect(err).To(MatchError(ContainSubstring("only leasegate writes the endpoints of a <service>-leader Service")), slice.Name)
+		}
+	})
+})
+
+// sliceWriter is a user of namespace who may write Services and EndpointSlices there, and nothing else.
+func sliceWriter(ctx context.Context, namespace, user string) kubernetes.Interface {
+	_, err := controlPlane.Client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "create", "update"}},
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	_, err = controlPlane.Client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: user},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: user}},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	config := rest.CopyConfig(controlPlane.Config)
+	config.Impersonate = rest.ImpersonationConfig{UserName: user}
+	return kubernetes.NewForConfigOrDie(config)
+}
 
 // medianMax formats durations as "median m, max x".
 func medianMax(ds []time.Duration) string {
