@@ -3,11 +3,15 @@ package validate
 import (
 	"context"
 	"testing"
+	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/config"
@@ -59,7 +63,11 @@ func TestMessage(t *testing.T) {
 }
 
 func TestGuardedJudgesSubresourcesByTheirResource(t *testing.T) {
-	fence := &Fence{Leases: leases, Recorder: &events.FakeRecorder{}, OwnNamespace: "leasegate-system"}
+	fence := &Fence{
+		Leases: leases, Recorder: &events.FakeRecorder{}, OwnNamespace: "leasegate-system",
+		Cluster: fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}).Build(),
+		Events:  NewEventBudget(clocktesting.NewFakePassiveClock(time.Now())),
+	}
 	cfg, err := config.Load([]byte(subresourceConfig))
 	if err != nil {
 		t.Fatal(err)
