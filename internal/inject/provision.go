@@ -129,7 +129,7 @@ func Provisioned(obj metav1.Object) bool {
 		return false
 	}
 	for _, entry := range obj.GetManagedFields() {
-		if entry.Manager == fieldOwner && entry.FieldsV1 != nil && ownsManagedLabel(entry.FieldsV1.Raw) {
+		if entry.Manager == fieldOwner && entry.FieldsV1 != nil && ownsManagedLabel(entry.FieldsV1.GetRawBytes()) {
 			return true
 		}
 	}

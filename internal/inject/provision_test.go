@@ -96,7 +96,7 @@ func fieldsOwning(manager string, labels ...string) metav1.ManagedFieldsEntry {
 		set += `,"f:` + l + `":{}`
 	}
 	set += `}},"f:rules":{}}`
-	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(set)}}
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationApply, FieldsType: "FieldsV1", FieldsV1: metav1.NewFieldsV1(set)}
 }
 
 func TestProvisioned(t *testing.T) {
@@ -115,7 +115,7 @@ func TestProvisioned(t *testing.T) {
 		{"leasegate's field manager on a Role someone took the label off", nil, []metav1.ManagedFieldsEntry{fieldsOwning("leasegate", contract.Managed)}, false},
 		{"the label set to something else", map[string]string{contract.Managed: "false"}, []metav1.ManagedFieldsEntry{fieldsOwning("leasegate", contract.Managed)}, false},
 		{"no managedFields at all", managed, nil, false},
-		{"a field set that is not JSON", managed, []metav1.ManagedFieldsEntry{{Manager: "leasegate", FieldsV1: &metav1.FieldsV1{Raw: []byte("{")}}}, false},
+		{"a field set that is not JSON", managed, []metav1.ManagedFieldsEntry{{Manager: "leasegate", FieldsV1: metav1.NewFieldsV1("{")}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
