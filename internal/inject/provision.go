@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leasev1"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -41,6 +43,9 @@ const (
 	// name has a colon, so a Lease and a MultiClusterLease of one name never share a key, a Role or a
 	// RoleBinding, and RBAC names may have one ("system:controller:..." do).
 	multiClusterKeyPrefix = "multiclusterlease:"
+	// conflictRecheck is how often a lease whose Role or RoleBinding name someone else holds is looked at
+	// again, so that rights follow within this long once they delete or rename it.
+	conflictRecheck = 30 * time.Second
 )
 
 // lock is what one election of injected pods elects on: a Lease, or a MultiClusterLease. Its key names
@@ -167,15 +172,18 @@ func KeepOwnManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
+// podLeaseKeys indexes an injected pod by "<namespace>/<lock key>" of each lock it elects on.
+func podLeaseKeys(o client.Object) []string {
+	var keys []string
+	for _, l := range locksOf(o.(*corev1.Pod)) {
+		keys = append(keys, o.GetNamespace()+"/"+l.key())
+	}
+	return keys
+}
+
 // SetupWithManager registers the provisioner; it runs on the elected leader only.
 func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, func(o client.Object) []string {
-		var keys []string
-		for _, l := range locksOf(o.(*corev1.Pod)) {
-			keys = append(keys, o.GetNamespace()+"/"+l.key())
-		}
-		return keys
-	}); err != nil {
+	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, podLeaseKeys); err != nil {
 		return err
 	}
 	// Requests are "<namespace>/<lock key>". Pods map by their status annotation (one request per lease
@@ -224,7 +232,12 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 		unmarked := predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
 			return e.ObjectOld.GetLabels()[contract.Managed] == "true" && e.ObjectNew.GetLabels()[contract.Managed] != "true"
 		}, CreateFunc: func(event.CreateEvent) bool { return false }, DeleteFunc: func(event.DeleteEvent) bool { return false }, GenericFunc: func(event.GenericEvent) bool { return false }}
-		b = b.Watches(&v1alpha1.MultiClusterLease{}, byObjectName(multiClusterKeyPrefix), builder.WithPredicates(predicate.Or(predicate.And(managed, deletions), unmarked)))
+		// A MultiClusterLease is named plainly; its lock's key is "multiclusterlease:<name>".
+		byMultiClusterLease := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			key := lock{name: o.GetName(), multiCluster: true}.key()
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetNamespace(), Name: key}}}
+		})
+		b = b.Watches(&v1alpha1.MultiClusterLease{}, byMultiClusterLease, builder.WithPredicates(predicate.Or(predicate.And(managed, deletions), unmarked)))
 	}
 	return b.Complete(p)
 }
@@ -252,14 +265,12 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	slices.Sort(accounts)
 	accounts = slices.Compact(accounts)
 
-	var err error
 	if len(accounts) == 0 {
-		err = p.remove(ctx, req.Namespace, l)
+		err := p.remove(ctx, req.Namespace, l)
 		provisions.WithLabelValues(resultOf(err, "removed")).Inc()
 		return reconcile.Result{}, err
 	}
-	var clash client.Object
-	clash, err = p.provision(ctx, req.Namespace, l, accounts, evictable)
+	clash, recheck, err := p.provision(ctx, req.Namespace, l, accounts, evictable)
 	switch {
 	case err != nil:
 		provisions.WithLabelValues("error").Inc()
@@ -268,10 +279,13 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 		for i := range pods.Items {
 			p.Recorder.Eventf(&pods.Items[i], clash, corev1.EventTypeWarning, EventReasonConflict, "Provision", "%s", conflictNote(clash, l))
 		}
+		// The user's object is not in the label-filtered caches, so its removal (the fix the Event asks
+		// for) triggers nothing: look again.
+		return reconcile.Result{RequeueAfter: conflictRecheck}, nil
 	default:
 		provisions.WithLabelValues("provisioned").Inc()
 	}
-	return reconcile.Result{}, err
+	return reconcile.Result{RequeueAfter: recheck}, err
 }
 
 // conflictNote tells a pod's owner which object took the name of the lease's Role or RoleBinding, what
@@ -289,13 +303,14 @@ func conflictNote(clash client.Object, l lock) string {
 // provision creates the lock, and the Role and RoleBinding of its pods or brings leasegate's own in
 // line with them. clash is the Role or RoleBinding of that name that leasegate did not create, if any:
 // then it writes neither (a binding to someone else's Role would grant what that Role grants).
-func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) (clash client.Object, err error) {
+// recheck, when not 0, is when to look at an unlabelled lock again (restoreMarker).
+func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) (clash client.Object, recheck time.Duration, err error) {
 	if err := p.Client.Create(ctx, l.object(namespace)); apierrors.IsAlreadyExists(err) {
-		if err := p.restoreMarker(ctx, namespace, l); err != nil {
-			return nil, err
+		if recheck, err = p.restoreMarker(ctx, namespace, l, time.Now()); err != nil {
+			return nil, 0, err
 		}
 	} else if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 
 	name := rbacPrefix + l.key()
@@ -312,13 +327,15 @@ func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, a
 	current := &rbacv1.Role{}
 	switch mine, err := p.own(ctx, current, role); {
 	case err != nil:
-		return nil, err
+		return nil, recheck, err
 	case !mine:
-		return current, nil
+		// leasegate's RoleBinding of this name (left from before the Role was replaced) would now bind
+		// the pods to what someone else's Role grants: remove it.
+		return current, recheck, p.removeOwn(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
 	case current.UID != "" && !apiequality.Semantic.DeepEqual(current.Rules, role.Rules):
 		current.Rules = role.Rules
 		if err := p.update(ctx, current); err != nil {
-			return nil, err
+			return nil, recheck, err
 		}
 	}
 
@@ -332,46 +349,49 @@ func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, a
 	currentBinding := &rbacv1.RoleBinding{}
 	switch mine, err := p.own(ctx, currentBinding, binding); {
 	case err != nil:
-		return nil, err
+		return nil, recheck, err
 	case !mine:
-		return currentBinding, nil
+		return currentBinding, recheck, nil
 	case currentBinding.UID != "" && !apiequality.Semantic.DeepEqual(currentBinding.Subjects, binding.Subjects):
 		currentBinding.Subjects = binding.Subjects
-		return nil, p.update(ctx, currentBinding)
+		return nil, recheck, p.update(ctx, currentBinding)
 	}
-	return nil, nil
+	return nil, recheck, nil
 }
 
 // restoreMarker labels the lock as leasegate's again when it lost the label (the lease guard refuses that
 // to service accounts, but it fails open, and people may edit the lock): without the label the lease
 // guard no longer sees the lock's writes. A lock that holds another controller's election keeps its
-// state: it is restored only while it is released or one of the pods that elect on it holds it.
-func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l lock) error {
+// state: it is restored only while it is released or expired, or one of the pods that elect on it holds
+// it. Held by anyone else (say a pod that has just left), it is looked at again when that term ends:
+// nothing else would, since the lock is in no label-filtered cache and the injector refuses new pods of
+// an unlabelled lease.
+func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l lock, now time.Time) (recheck time.Duration, err error) {
 	obj := l.object(namespace)
 	if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return client.IgnoreNotFound(err)
+		return 0, client.IgnoreNotFound(err)
 	}
 	if obj.GetLabels()[contract.Managed] == "true" {
-		return nil
+		return 0, nil
 	}
-	var holder string
+	var spec coordinationv1.LeaseSpec
 	switch o := obj.(type) {
 	case *coordinationv1.Lease:
-		holder = ptr.Deref(o.Spec.HolderIdentity, "")
+		spec = o.Spec
 	case *v1alpha1.MultiClusterLease:
-		holder = ptr.Deref(o.Spec.HolderIdentity, "")
+		spec = coordinationv1.LeaseSpec{HolderIdentity: o.Spec.HolderIdentity, LeaseDurationSeconds: o.Spec.LeaseDurationSeconds, RenewTime: o.Spec.RenewTime}
 	}
-	if holder != "" {
+	if j := leasev1.Judge(&spec, now, lease.DefaultClockSkewMargin); j.State == lease.Held {
 		pods := &corev1.PodList{}
 		if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: namespace + "/" + l.key()}); err != nil {
-			return err
+			return 0, err
 		}
-		if !slices.ContainsFunc(pods.Items, func(pod corev1.Pod) bool { return lease.Identity(pod.Name, string(pod.UID)) == holder }) {
-			return nil
+		if !slices.ContainsFunc(pods.Items, func(pod corev1.Pod) bool { return lease.Identity(pod.Name, string(pod.UID)) == j.Holder }) {
+			return j.ExpiresAt.Sub(now) + time.Second, nil
 		}
 	}
 	marked := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":"true"}}}`)
-	return p.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marked))
+	return 0, p.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marked))
 }
 
 // own creates want unless an object of its name exists. When one does, current is that object as
@@ -416,28 +436,35 @@ func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) erro
 		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
 		l.object(namespace),
 	} {
-		if err := p.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
-			continue
-		} else if err != nil {
-			return err
-		}
-		preconditions := client.Preconditions{UID: ptr.To(obj.GetUID())}
-		switch obj.(type) {
-		case *rbacv1.Role, *rbacv1.RoleBinding:
-			if !Provisioned(obj) {
-				continue
-			}
-			preconditions.ResourceVersion = ptr.To(obj.GetResourceVersion())
-		default:
-			if obj.GetLabels()[contract.Managed] != "true" {
-				continue
-			}
-		}
-		if err := p.Client.Delete(ctx, obj, preconditions); client.IgnoreNotFound(err) != nil {
+		if err := p.removeOwn(ctx, obj); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// removeOwn deletes obj (its namespace and name set) when it is leasegate's: a Role or RoleBinding it
+// created (Provisioned), a lock with the managed label. It is deleted as judged (UID and, for RBAC,
+// resourceVersion), so one changed since is judged again.
+func (p *Provisioner) removeOwn(ctx context.Context, obj client.Object) error {
+	if err := p.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
+		return nil
+	} else if err != nil {
+		return err
+	}
+	preconditions := client.Preconditions{UID: ptr.To(obj.GetUID())}
+	switch obj.(type) {
+	case *rbacv1.Role, *rbacv1.RoleBinding:
+		if !Provisioned(obj) {
+			return nil
+		}
+		preconditions.ResourceVersion = ptr.To(obj.GetResourceVersion())
+	default:
+		if obj.GetLabels()[contract.Managed] != "true" {
+			return nil
+		}
+	}
+	return client.IgnoreNotFound(p.Client.Delete(ctx, obj, preconditions))
 }
 
 // locksOf are the locks an injected pod's status annotation records: its lease, or those of its

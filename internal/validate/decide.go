@@ -432,12 +432,17 @@ func handoverBars(old *coordinationv1.Lease, current lease.Judgement, released *
 	return barred
 }
 
+// minClockTolerance is the least skew datedAhead tolerates whatever the margin: a margin of 0 is a
+// legitimate choice for judging expiry, but a holder on a node whose clock runs a few milliseconds ahead
+// of the webhook's must still renew. A pod can gain no more than this per renewal.
+const minClockTolerance = 2 * time.Second
+
 // datedAhead reports whether a write sets renewTime or acquireTime later than the webhook's clock plus
-// the clock skew margin: a holder that did could keep the lease long after it stopped renewing (a
-// renewTime a year ahead holds it for a year). Times it leaves as they were are not judged again; times
-// in the past only shorten the writer's own term.
+// the clock skew margin (at least minClockTolerance): a holder that did could keep the lease long after
+// it stopped renewing (a renewTime a year ahead holds it for a year). Times it leaves as they were are not
+// judged again; times in the past only shorten the writer's own term.
 func datedAhead(old, updated *coordinationv1.Lease, now time.Time, margin time.Duration) bool {
-	latest := now.Add(margin)
+	latest := now.Add(max(margin, minClockTolerance))
 	var was *coordinationv1.LeaseSpec
 	if old != nil {
 		was = &old.Spec

@@ -460,8 +460,9 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"the holder may not renew a year ahead", a, held, renewedAt(writing("orders-a_uid-a"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
 		{"nor release with a renew time that bars a handover's others for a year", a, handover(held, "orders-b"), renewedAt(handover(writing(""), "orders-b"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
 		{"nor acquire a year ahead", b, released, acquiredAt(writing("orders-b_uid-b"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
-		{"a renew time within the clock skew margin passes", a, held, renewedAt(writing("orders-a_uid-a"), now.Add(time.Second)), false, 15, HoldsLease, Allowed},
-		{"a renew time past the margin does not", a, held, renewedAt(writing("orders-a_uid-a"), now.Add(time.Second+time.Microsecond)), false, 15, TimeAhead, Denied},
+		// The test policy's margin is 1 s; ahead, a write is held to it but never to less than minClockTolerance.
+		{"a renew time within the tolerated skew passes", a, held, renewedAt(writing("orders-a_uid-a"), now.Add(minClockTolerance)), false, 15, HoldsLease, Allowed},
+		{"a renew time past the tolerated skew does not", a, held, renewedAt(writing("orders-a_uid-a"), now.Add(minClockTolerance+time.Microsecond)), false, 15, TimeAhead, Denied},
 		{"an acquire time left as it was is not judged again", a, acquiredAt(held, now.Add(time.Hour)), acquiredAt(writing("orders-a_uid-a"), now.Add(time.Hour)), false, 15, HoldsLease, Allowed},
 		{"a pod may not take a lease for 24 h", b, released, lasting(writing("orders-b_uid-b"), 86400), false, 15, DurationNotGiven, Denied},
 		{"a pod claims exactly the duration its injection gave it", b, released, lasting(writing("orders-b_uid-b"), 10), false, 15, DurationNotGiven, Denied},
@@ -574,5 +575,19 @@ func BenchmarkDecideLeaseWriteRenewal(b *testing.B) {
 		if v := p.DecideLeaseWrite(w, now); v.Reason != HoldsLease {
 			b.Fatal(v)
 		}
+	}
+}
+
+// A clock skew margin of 0 s judges expiry strictly, but must not refuse the renewals of a holder whose
+// node's clock runs a little ahead of the webhook's: it would step down and never lead again.
+func TestDecideLeaseWriteToleratesSkewWithAZeroMargin(t *testing.T) {
+	p := testPolicy(t, "election: {clockSkewMargin: 0s}\n")
+	now := time.Now()
+	held := heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)
+	renewal := heldLease("shop", "orders", "orders-a_uid-a", 0, true)
+	renewal.Spec.RenewTime = &metav1.MicroTime{Time: now.Add(300 * time.Millisecond)}
+	w := &LeaseWrite{Requester: pod("shop", "orders", "orders-a", "uid-a"), Old: held, New: renewal, GivenSeconds: 15}
+	if v := p.DecideLeaseWrite(w, now); v.Outcome != Allowed {
+		t.Errorf("a renewal stamped 300 ms ahead with margin 0: %s (%s), want allowed", v.Outcome, v.Reason.Code())
 	}
 }
