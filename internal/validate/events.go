@@ -58,7 +58,9 @@ type EventKey struct {
 	Source string
 }
 
-// Allow reports whether an Event for key fits the budget, and spends a token of each bucket if so.
+// Allow reports whether an Event for key fits the budget. It spends a token of the object's bucket, and
+// of the source's only when the object's allowed it: a refusal by the source may cost an object token,
+// which only delays that object's next Event, never lets one more through.
 func (b *EventBudget) Allow(key EventKey) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
