@@ -328,6 +328,9 @@ type LeaseWrite struct {
 	Requester *Requester
 	// Old is nil on CREATE, New nil on DELETE.
 	Old, New *coordinationv1.Lease
+	// MultiCluster: the lease is a MultiClusterLease (its spec read as a Lease's). Agents do not hand
+	// those over, so the handover rule is not applied to them.
+	MultiCluster bool
 	// Status: the write is to a MultiClusterLease's status subresource.
 	Status bool
 	// GivenSeconds is the lease duration the requesting pod's injection gave it for this lease (its
@@ -394,7 +397,7 @@ func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 		v.Reason = ForeignHolder
 	case next != "" && current.State == lease.Held && !ownsCurrent:
 		v.Reason = TakeUnexpired
-	case next != "" && !ownsCurrent && handoverBars(old, current, &prior, next, now, p.margin):
+	case next != "" && !ownsCurrent && !w.MultiCluster && handoverBars(old, current, &prior, next, now, p.margin):
 		v.Reason = NotHandoverTarget
 	case next == "" && current.Holder != "" && !ownsCurrent:
 		v.Reason = NotHolder

@@ -582,12 +582,29 @@ func BenchmarkDecideLeaseWriteRenewal(b *testing.B) {
 // node's clock runs a little ahead of the webhook's: it would step down and never lead again.
 func TestDecideLeaseWriteToleratesSkewWithAZeroMargin(t *testing.T) {
 	p := testPolicy(t, "election: {clockSkewMargin: 0s}\n")
-	now := time.Now()
 	held := heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)
 	renewal := heldLease("shop", "orders", "orders-a_uid-a", 0, true)
 	renewal.Spec.RenewTime = &metav1.MicroTime{Time: now.Add(300 * time.Millisecond)}
 	w := &LeaseWrite{Requester: pod("shop", "orders", "orders-a", "uid-a"), Old: held, New: renewal, GivenSeconds: 15}
 	if v := p.DecideLeaseWrite(w, now); v.Outcome != Allowed {
 		t.Errorf("a renewal stamped 300 ms ahead with margin 0: %s (%s), want allowed", v.Outcome, v.Reason.Code())
+	}
+}
+
+// Agents ignore handover annotations on a MultiClusterLease, so the guard must not hold a candidate to
+// them there: it would refuse the takes agents make.
+func TestDecideLeaseWriteHandoverIsForLeasesOnly(t *testing.T) {
+	p := testPolicy(t, "")
+	handedOver := handover(heldLease("shop", "orders", "", time.Second, true), "orders-b")
+	take := heldLease("shop", "orders", "orders-c_uid-c", 0, true)
+	for _, multiCluster := range []bool{false, true} {
+		w := &LeaseWrite{Requester: pod("shop", "orders", "orders-c", "uid-c"), Old: handedOver, New: take, MultiCluster: multiCluster, GivenSeconds: 15}
+		want := NotHandoverTarget
+		if multiCluster {
+			want = HoldsLease
+		}
+		if got := p.DecideLeaseWrite(w, now); got.Reason != want {
+			t.Errorf("a non-target takes a handed-over lock (MultiClusterLease %v): %s, want %s", multiCluster, got.Reason.Code(), want.Code())
+		}
 	}
 }

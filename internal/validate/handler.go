@@ -87,7 +87,7 @@ func (f *Fence) LeaseWrites() admission.Handler {
 		start := time.Now()
 		// A MultiClusterLease's metadata and spec have a Lease's fields and JSON names: both decode as
 		// a Lease, and the status (the election controller's) is left out.
-		w := &LeaseWrite{Requester: requesterOf(&req), Status: req.SubResource == "status"}
+		w := &LeaseWrite{Requester: requesterOf(&req), MultiCluster: req.Resource.Resource == v1alpha1.Resource, Status: req.SubResource == "status"}
 		if req.Operation != admissionv1.Create {
 			w.Old = &coordinationv1.Lease{}
 			if err := json.Unmarshal(req.OldObject.Raw, w.Old); err != nil {
