@@ -40,6 +40,10 @@ const (
 	agentUser = 65532
 )
 
+// alreadyInjected is why a pod that carries the agent or the status annotation is not injected again:
+// leasegate's own output when a later webhook makes the API server call it again, or a pod made so.
+const alreadyInjected = "already injected"
+
 // neverInjected are namespaces whose pods are never touched, whatever their labels say: the control
 // plane's own, so that a broken webhook can never stop a cluster from healing itself.
 var neverInjected = []string{"kube-system", "kube-public", "kube-node-lease"}
@@ -133,7 +137,7 @@ func skipReason(pod *corev1.Pod, ns Namespace, ownNamespace string) string {
 		}
 	}
 	if _, ok := pod.Annotations[contract.Status]; ok || hasContainer(pod, AgentContainer) {
-		return "already injected"
+		return alreadyInjected
 	}
 	return ""
 }
