@@ -137,3 +137,18 @@ func TestInjectedReadsOnlyTheSpec(t *testing.T) {
 		})
 	}
 }
+
+// The lease guard reads Injected on every lease write of a pod (each renewal).
+func BenchmarkInjected(b *testing.B) {
+	for _, file := range []string{"deployment-pod.yaml.injected", "elections.yaml.injected"} {
+		pod := readPod(b, "testdata/"+file)
+		b.Run(file, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, ok := Injected(pod); !ok {
+					b.Fatal("not read")
+				}
+			}
+		})
+	}
+}
