@@ -77,7 +77,9 @@ type Result struct {
 	Warnings []string
 }
 
-// Status is the value of the leasegate.io/status annotation on an injected pod.
+// Status is the value of the leasegate.io/status annotation on an injected pod: a record for people and
+// tools that show pods (kubectl leasegate). Anyone who may update the pod can rewrite it, so no decision
+// reads it; they read Injected, which fills the fields it shares with the agent's environment.
 type Status struct {
 	// Lease is the pod's lease; Leases, instead, those of a pod with several elections.
 	Lease   string   `json:"lease,omitempty"`
@@ -94,7 +96,7 @@ type Status struct {
 	// leases are MultiClusterLeases, provisioned as such. Empty: Leases.
 	LeaseKind string `json:"leaseKind,omitempty"`
 	// LeaseSeconds is the lease duration, in whole seconds as the agent writes it, of each of the pod's
-	// leases: the lease guard lets the pod claim its leases for exactly that long.
+	// leases: the lease guard lets the pod claim its leases for exactly that long (as Injected reads it).
 	LeaseSeconds map[string]int32 `json:"leaseSeconds,omitempty"`
 }
 

@@ -488,7 +488,8 @@ func (s Status) LeaseNames() []string {
 	return s.Leases
 }
 
-// StatusOf reads an injected pod's status annotation; the zero Status for any other pod.
+// StatusOf reads an injected pod's status annotation, for display; the zero Status for any other pod.
+// Decisions read Injected.
 func StatusOf(pod *corev1.Pod) Status {
 	var s Status
 	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)
