@@ -3,7 +3,9 @@ package inject
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,12 +56,30 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 		return admission.Denied(err.Error()), "denied"
 	}
 	if result.Pod == nil {
+		if result.Skipped == alreadyInjected && AgentOf(pod) != nil {
+			// What the agent elects on is read from its container (Injected): hold one that arrives with
+			// the pod, this webhook's own on reinvocation or one written by hand, to the rules injection keeps.
+			if err := h.checkAgent(pod, cfg); err != nil {
+				return admission.Denied(err.Error()), "denied"
+			}
+		}
 		return admission.Allowed(result.Skipped).WithWarnings(result.Warnings...), "skipped"
 	}
-	if err := checkLocks(result.Pod, StatusOf(result.Pod), cfg, h.Locks); err != nil {
+	if err := h.checkAgent(result.Pod, cfg); err != nil {
 		return admission.Denied(err.Error()), "denied"
 	}
 	return admission.Patched("", patch(pod, result.Pod)...), "injected"
+}
+
+// checkAgent refuses a pod whose agent container does not read as one injection makes, or that elects
+// on another controller's lease (checkLocks).
+func (h *Handler) checkAgent(pod *corev1.Pod, cfg *config.Config) error {
+	injected, ok := Injected(pod)
+	if !ok {
+		return fmt.Errorf("leasegate cannot admit this pod: its container %s is not one leasegate injects (the agent would refuse its %s settings, or it is an init container that does not restart Always); "+
+			"remove the container and let leasegate inject it (%s)", AgentContainer, strings.Join(InjectedEnv, ", "), contract.Inject)
+	}
+	return checkLocks(pod, injected, cfg, h.Locks)
 }
 
 // namespace looks the pod's namespace up in the cache. A namespace the cache has not seen yet (created a

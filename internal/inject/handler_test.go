@@ -176,3 +176,37 @@ func BenchmarkHandlerPodWith2000EnvVars(b *testing.B) {
 	}
 	benchmarkHandler(b, pod)
 }
+
+// A pod that arrives with an agent container (the webhook's own output when a later webhook has the API
+// server call it again, or one written by hand to skip injection) is held to what injection checks:
+// provisioning and the lease guard read what it elects on from that container.
+func TestHandlerChecksAnAgentThatArrivesWithThePod(t *testing.T) {
+	h := newTestHandler(t)
+	handWritten := func(env ...string) *corev1.Pod {
+		pod := agentPod(env...)
+		pod.Labels = map[string]string{contract.Inject: contract.InjectEnabled}
+		return pod
+	}
+	tests := []struct {
+		name        string
+		pod         *corev1.Pod
+		wantAllowed bool
+		wantMessage string
+	}{
+		{"the webhook's own output, called again", readPod(t, "testdata/deployment-pod.yaml.injected"), true, "already injected"},
+		{"a hand-written agent on a lease of its own", handWritten("LEASEGATE_LEASE=orders-new", "LEASEGATE_LEASE_DURATION=15s"), true, "already injected"},
+		{"a hand-written agent on another controller's lease", handWritten("LEASEGATE_LEASE=cert-manager-controller", "LEASEGATE_LEASE_DURATION=15s"), false,
+			"Lease shop/cert-manager-controller is not leasegate's (held by cm-0_8f1e2c)"},
+		{"a hand-written agent whose settings the agent refuses", handWritten("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=forever"), false,
+			"its container leasegate-agent is not one leasegate injects"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := h.Handle(context.Background(), admissionRequest(t, tt.pod))
+			if resp.Allowed != tt.wantAllowed || len(resp.Patches) > 0 || !strings.Contains(resp.Result.Message, tt.wantMessage) {
+				t.Errorf("Handle() = allowed %t, %d patches, %q; want allowed %t, no patch, a message containing %q",
+					resp.Allowed, len(resp.Patches), resp.Result.Message, tt.wantAllowed, tt.wantMessage)
+			}
+		})
+	}
+}

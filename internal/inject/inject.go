@@ -40,6 +40,10 @@ const (
 	agentUser = 65532
 )
 
+// alreadyInjected is why a pod that carries the agent or the status annotation is not injected again:
+// leasegate's own output when a later webhook makes the API server call it again, or a pod made so.
+const alreadyInjected = "already injected"
+
 // neverInjected are namespaces whose pods are never touched, whatever their labels say: the control
 // plane's own, so that a broken webhook can never stop a cluster from healing itself.
 var neverInjected = []string{"kube-system", "kube-public", "kube-node-lease"}
@@ -73,7 +77,9 @@ type Result struct {
 	Warnings []string
 }
 
-// Status is the value of the leasegate.io/status annotation on an injected pod.
+// Status is the value of the leasegate.io/status annotation on an injected pod: a record for people and
+// tools that show pods (kubectl leasegate). Anyone who may update the pod can rewrite it, so no decision
+// reads it; they read Injected, which fills the fields it shares with the agent's environment.
 type Status struct {
 	// Lease is the pod's lease; Leases, instead, those of a pod with several elections.
 	Lease   string   `json:"lease,omitempty"`
@@ -90,7 +96,7 @@ type Status struct {
 	// leases are MultiClusterLeases, provisioned as such. Empty: Leases.
 	LeaseKind string `json:"leaseKind,omitempty"`
 	// LeaseSeconds is the lease duration, in whole seconds as the agent writes it, of each of the pod's
-	// leases: the lease guard lets the pod claim its leases for exactly that long.
+	// leases: the lease guard lets the pod claim its leases for exactly that long (as Injected reads it).
 	LeaseSeconds map[string]int32 `json:"leaseSeconds,omitempty"`
 }
 
@@ -133,7 +139,7 @@ func skipReason(pod *corev1.Pod, ns Namespace, ownNamespace string) string {
 		}
 	}
 	if _, ok := pod.Annotations[contract.Status]; ok || hasContainer(pod, AgentContainer) {
-		return "already injected"
+		return alreadyInjected
 	}
 	return ""
 }

@@ -186,7 +186,7 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, podLeaseKeys); err != nil {
 		return err
 	}
-	// Requests are "<namespace>/<lock key>". Pods map by their status annotation (one request per lease
+	// Requests are "<namespace>/<lock key>". Pods map by the leases their agent elects on (one request per lease
 	// of a pod with several elections), provisioned objects by name.
 	byPodLease := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		var requests []reconcile.Request
@@ -257,7 +257,7 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 			sa = "default"
 		}
 		accounts = append(accounts, sa)
-		if StatusOf(&pods.Items[i]).RestartOnLoss == l.name {
+		if injected, _ := Injected(&pods.Items[i]); injected.RestartOnLoss == l.name {
 			evictable = append(evictable, pods.Items[i].Name)
 		}
 	}
@@ -467,10 +467,11 @@ func (p *Provisioner) removeOwn(ctx context.Context, obj client.Object) error {
 	return client.IgnoreNotFound(p.Client.Delete(ctx, obj, preconditions))
 }
 
-// locksOf are the locks an injected pod's status annotation records: its lease, or those of its
-// elections, each a Lease or, with leaseKind MultiClusterLease, a MultiClusterLease.
+// locksOf are the locks an injected pod's agent elects on (Injected, from its spec): its lease, or those
+// of its elections, each a Lease or, with LEASEGATE_LEASE_KIND MultiClusterLease, a MultiClusterLease.
+// A pod whose agent container is not one injection made elects on none, and gets no rights.
 func locksOf(pod *corev1.Pod) []lock {
-	s := StatusOf(pod)
+	s, _ := Injected(pod)
 	names := s.LeaseNames()
 	locks := make([]lock, len(names))
 	for i, name := range names {
@@ -487,7 +488,8 @@ func (s Status) LeaseNames() []string {
 	return s.Leases
 }
 
-// StatusOf reads an injected pod's status annotation; the zero Status for any other pod.
+// StatusOf reads an injected pod's status annotation, for display; the zero Status for any other pod.
+// Decisions read Injected.
 func StatusOf(pod *corev1.Pod) Status {
 	var s Status
 	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)

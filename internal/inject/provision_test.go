@@ -16,21 +16,25 @@ import (
 )
 
 func TestLocksOf(t *testing.T) {
+	elections := `LEASEGATE_ELECTIONS=[{"name":"fast","lease":"orders-fast","leaseDuration":"4s","renewDeadline":"2s","retryPeriod":"1s"},` +
+		`{"name":"slow","lease":"orders-slow","leaseDuration":"60s","renewDeadline":"40s","retryPeriod":"1s"}]`
+	notInjected := agentPod()
+	notInjected.Spec.InitContainers = nil
 	tests := []struct {
-		name   string
-		status string
-		want   []lock
+		name string
+		pod  *corev1.Pod
+		want []lock
 	}{
-		{"a pod's one lease", `{"lease":"orders"}`, []lock{{name: "orders"}}},
-		{"the leases of a pod with several elections", `{"leases":["orders-fast","orders-slow"]}`, []lock{{name: "orders-fast"}, {name: "orders-slow"}}},
-		{"a pod that elects across clusters", `{"lease":"payouts","leaseKind":"MultiClusterLease"}`, []lock{{name: "payouts", multiCluster: true}}},
-		{"several elections across clusters", `{"leases":["a","b"],"leaseKind":"MultiClusterLease"}`, []lock{{name: "a", multiCluster: true}, {name: "b", multiCluster: true}}},
-		{"a pod leasegate did not inject", ``, []lock{}},
+		{"a pod's one lease", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s"), []lock{{name: "orders"}}},
+		{"the leases of a pod with several elections", agentPod(elections), []lock{{name: "orders-fast"}, {name: "orders-slow"}}},
+		{"a pod that elects across clusters", agentPod("LEASEGATE_LEASE=payouts", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_LEASE_KIND=MultiClusterLease"), []lock{{name: "payouts", multiCluster: true}}},
+		{"several elections across clusters", agentPod(elections, "LEASEGATE_LEASE_KIND=MultiClusterLease"), []lock{{name: "orders-fast", multiCluster: true}, {name: "orders-slow", multiCluster: true}}},
+		// agentPod's status annotation names cert-manager's lease: only the agent's environment counts.
+		{"a pod leasegate did not inject, whatever its annotation says", notInjected, []lock{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{contract.Status: tt.status}}}
-			got := locksOf(pod)
+			got := locksOf(tt.pod)
 			if len(got) != len(tt.want) {
 				t.Fatalf("locksOf() = %v, want %v", got, tt.want)
 			}

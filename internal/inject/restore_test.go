@@ -34,9 +34,7 @@ func provisionerWith(t *testing.T, objects ...client.Object) (*Provisioner, clie
 
 func TestRestoreMarker(t *testing.T) {
 	now := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
-	member := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "shop", Name: "orders-a", UID: "uid-a", Annotations: map[string]string{contract.Status: `{"lease":"orders"}`},
-	}}
+	member := agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s")
 	unlabelled := func(holder string, renewedAgo time.Duration) *coordinationv1.Lease {
 		return &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"},

@@ -1,20 +1,26 @@
 package manager
 
 import (
+	"slices"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/inject"
 )
 
 // slimPod is the cache's transform for injected pods: it keeps only what leasegate's readers of that
 // cache look at, so the webhook holds a few hundred bytes per pod instead of about 22 KiB (the whole spec
 // with the agent's env, probes and volumes, every annotation, the container statuses). The readers:
-//   - provisioning: the status annotation (the pod's leases, on-loss), the service account;
+//   - provisioning: the agent container's election variables (the pod's leases, on-loss; see
+//     inject.Injected), the service account;
 //   - the leader Service: UID, labels, deletion, node, the containers' and native sidecars' ports (a
 //     gated pod's named port is on the agent, a native sidecar), the addresses and the Ready condition;
-//   - evictions: name, UID, the status annotation;
+//   - evictions and the lease guard: name, UID, the agent container's election variables;
 //   - the fence's Event budget: name, namespace, UID (a requester that is a pod leasegate injected).
+//
+// The leasegate.io/status annotation is not kept: anyone who may update a pod can rewrite it, so no
+// reader may judge by it.
 //
 // A reader that needs another field must add it here (TestSlimPodKeepsWhatReadersRead fails otherwise
 // for the fields it checks). Nothing may write a cached pod back: the rest is gone.
@@ -37,9 +43,6 @@ func slimPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{PodIP: pod.Status.PodIP, PodIPs: pod.Status.PodIPs},
 	}
-	if status, ok := pod.Annotations[contract.Status]; ok {
-		slim.Annotations = map[string]string{contract.Status: status}
-	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			slim.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
@@ -48,7 +51,8 @@ func slimPod(obj any) (any, error) {
 	return slim, nil
 }
 
-// containerPorts keeps each container's name, restart policy (a native sidecar's is Always) and ports.
+// containerPorts keeps each container's name, restart policy (a native sidecar's is Always) and ports,
+// and of the agent container the variables inject.Injected reads.
 func containerPorts(containers []corev1.Container) []corev1.Container {
 	if len(containers) == 0 {
 		return nil
@@ -56,6 +60,13 @@ func containerPorts(containers []corev1.Container) []corev1.Container {
 	kept := make([]corev1.Container, len(containers))
 	for i, c := range containers {
 		kept[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, Ports: c.Ports}
+		if c.Name == inject.AgentContainer {
+			for _, v := range c.Env {
+				if slices.Contains(inject.InjectedEnv, v.Name) {
+					kept[i].Env = append(kept[i].Env, v)
+				}
+			}
+		}
 	}
 	return kept
 }

@@ -82,9 +82,12 @@ func TestSlimPodKeepsWhatReadersRead(t *testing.T) {
 				t.Error("the transform changed the pod it was given")
 			}
 
-			// Provisioning and evictions: the status annotation, the service account, name and UID.
-			if got, want := inject.StatusOf(slim), inject.StatusOf(full); !reflect.DeepEqual(got, want) {
-				t.Errorf("status annotation read as %+v, want %+v", got, want)
+			// Provisioning, evictions and the lease guard: what injection gave the pod (from its spec),
+			// the service account, name and UID.
+			got, gotOK := inject.Injected(slim)
+			want, wantOK := inject.Injected(full)
+			if !wantOK || gotOK != wantOK || !reflect.DeepEqual(got, want) {
+				t.Errorf("injected read as %+v, %v; want %+v, true", got, gotOK, want)
 			}
 			if slim.Name != full.Name || slim.Namespace != full.Namespace || slim.UID != full.UID ||
 				slim.ResourceVersion != full.ResourceVersion || slim.Spec.ServiceAccountName != full.Spec.ServiceAccountName {

@@ -333,9 +333,9 @@ type LeaseWrite struct {
 	MultiCluster bool
 	// Status: the write is to a MultiClusterLease's status subresource.
 	Status bool
-	// GivenSeconds is the lease duration the requesting pod's injection gave it for this lease (its
-	// recorded status); 0 when it has no such record (a pod leasegate did not inject for this lease,
-	// or one injected before durations were recorded).
+	// GivenSeconds is the lease duration the requesting pod's injection gave it for this lease, as its
+	// agent container's environment says (inject.Injected; a pod's spec cannot change, its annotations
+	// can); 0 for a pod leasegate did not inject for this lease.
 	GivenSeconds int32
 }
 
@@ -460,10 +460,10 @@ func datedAhead(old, updated *coordinationv1.Lease, now time.Time, margin time.D
 }
 
 // durationGiven reports whether the write's leaseDurationSeconds is one the requester may claim. A pod
-// writing itself as holder claims exactly what its injection gave it for this lease; a pod without that
-// record (one leasegate did not inject for this lease, or injected before the record existed) claims no
-// more than the configured election.leaseDuration or what the lease already had. A release may keep the
-// term (a handover bars others for as long) or shorten it, never lengthen it.
+// writing itself as holder claims exactly what its injection gave it for this lease; a pod leasegate did
+// not inject for this lease (one sharing the service account) claims no more than the configured
+// election.leaseDuration or what the lease already had. A release may keep the term (a handover bars
+// others for as long) or shorten it, never lengthen it.
 func (p *Policy) durationGiven(w *LeaseWrite, claims bool) bool {
 	seconds := ptr.Deref(w.New.Spec.LeaseDurationSeconds, 0)
 	limit := w.GivenSeconds

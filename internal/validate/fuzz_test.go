@@ -25,11 +25,8 @@ import (
 // lease shop/orders (for evictions) and the leader Service orders-leader following it, recording Events
 // nowhere.
 func fuzzFence(f *testing.F) *Fence {
-	restarting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{
-		Namespace: "shop", Name: "orders-a", UID: "uid-a",
-		Labels:      map[string]string{contract.Injected: "true"},
-		Annotations: map[string]string{contract.Status: `{"lease":"orders","restartOnLoss":"orders"}`},
-	}}
+	restarting := injectedPod("orders-a", "uid-a", `{"lease":"orders","restartOnLoss":"orders"}`,
+		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
 	companion := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "shop", Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders"},
 	}}

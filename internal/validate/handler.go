@@ -108,8 +108,9 @@ func (f *Fence) LeaseWrites() admission.Handler {
 	})
 }
 
-// givenSeconds is the lease duration the injection of the requesting pod recorded for the lease
-// namespace/name, or 0 when the requester is no pod leasegate injected for it.
+// givenSeconds is the lease duration the injection of the requesting pod gave it for the lease
+// namespace/name, read from the pod's spec (inject.Injected), or 0 when the requester is no pod leasegate
+// injected for it.
 func (f *Fence) givenSeconds(ctx context.Context, requester *Requester, namespace, name string, multiCluster bool) int32 {
 	podName, podUID, ok := requester.Pod()
 	if !ok {
@@ -119,16 +120,17 @@ func (f *Fence) givenSeconds(ctx context.Context, requester *Requester, namespac
 	if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: namespace, Name: podName}, pod); err != nil || string(pod.UID) != podUID {
 		return 0
 	}
-	status := inject.StatusOf(pod)
-	if (status.LeaseKind == config.LeaseKindMultiClusterLease) != multiCluster {
+	injected, ok := inject.Injected(pod)
+	if !ok || (injected.LeaseKind == config.LeaseKindMultiClusterLease) != multiCluster {
 		return 0
 	}
-	return status.LeaseSeconds[name]
+	return injected.LeaseSeconds[name]
 }
 
 // Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction from a
 // pod, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
-// cache of injected pods and its lease from the fence's: no API call.
+// cache of injected pods, what it restarts on from its spec (inject.Injected), and its lease from the
+// fence's cache: no API call.
 func (f *Fence) Evictions() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
@@ -142,13 +144,13 @@ func (f *Fence) Evictions() admission.Handler {
 		} else if err != nil {
 			return admission.Errored(http.StatusInternalServerError, err)
 		}
-		status := inject.StatusOf(pod)
-		leaseName := status.RestartOnLoss
+		injected, _ := inject.Injected(pod)
+		leaseName := injected.RestartOnLoss
 		if leaseName == "" {
 			return admission.Allowed("the pod does not restart on loss")
 		}
 		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
-		if status.LeaseKind == config.LeaseKindMultiClusterLease {
+		if injected.LeaseKind == config.LeaseKindMultiClusterLease {
 			eviction.MultiClusterLease, _ = f.Leases.MultiClusterLease(req.Namespace, leaseName)
 		} else {
 			eviction.Lease, _ = f.Leases.Get(req.Namespace, leaseName)

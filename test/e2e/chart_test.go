@@ -252,7 +252,8 @@ var _ = Describe("The Helm chart", Ordered, func() {
 				Name: "orders-0", Labels: map[string]string{"leasegate.io/injected": "true"},
 				Annotations: map[string]string{"leasegate.io/status": `{"lease":"orders","sidecar":"native","port":9440}`},
 			},
-			Spec: corev1.PodSpec{ServiceAccountName: "orders", Containers: []corev1.Container{{Name: "app", Image: "registry.example/orders:1"}}},
+			Spec: corev1.PodSpec{ServiceAccountName: "orders", InitContainers: []corev1.Container{agentContainer("LEASEGATE_LEASE", "orders")},
+				Containers: []corev1.Container{{Name: "app", Image: "registry.example/orders:1"}}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func(g Gomega) {
@@ -272,7 +273,8 @@ var _ = Describe("The Helm chart", Ordered, func() {
 				Name: "payouts-0", Labels: map[string]string{"leasegate.io/injected": "true"},
 				Annotations: map[string]string{"leasegate.io/status": `{"lease":"payouts","sidecar":"native","port":9440,"leaseKind":"MultiClusterLease"}`},
 			},
-			Spec: corev1.PodSpec{ServiceAccountName: "payouts", Containers: []corev1.Container{{Name: "app", Image: "registry.example/payouts:1"}}},
+			Spec: corev1.PodSpec{ServiceAccountName: "payouts", InitContainers: []corev1.Container{agentContainer("LEASEGATE_LEASE", "payouts", "LEASEGATE_LEASE_KIND", "MultiClusterLease")},
+				Containers: []corev1.Container{{Name: "app", Image: "registry.example/payouts:1"}}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		mcls := dynamic.NewForConfigOrDie(cp.Config).Resource(v1alpha1.GroupVersion.WithResource(v1alpha1.Resource)).Namespace("shop")
@@ -389,4 +391,15 @@ func parseCertificate(data []byte) *x509.Certificate {
 	cert, err := framework.ParseCertificate(data)
 	Expect(err).NotTo(HaveOccurred())
 	return cert
+}
+
+// agentContainer is the agent as injection adds it (a native sidecar) with a 15 s lease and the given
+// variables as name, value pairs: what provisioning reads a pod's leases from.
+func agentContainer(env ...string) corev1.Container {
+	c := corev1.Container{Name: "leasegate-agent", Image: "leasegate-agent", RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways),
+		Env: []corev1.EnvVar{{Name: "LEASEGATE_LEASE_DURATION", Value: "15s"}}}
+	for i := 0; i+1 < len(env); i += 2 {
+		c.Env = append(c.Env, corev1.EnvVar{Name: env[i], Value: env[i+1]})
+	}
+	return c
 }

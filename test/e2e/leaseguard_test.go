@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"syscall"
@@ -11,6 +12,7 @@ import (
 	. "github.com/onsi/gomega"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -30,10 +32,17 @@ import (
 // the agents of the first running of them; the others only have their pod-bound tokens, so each write
 // they make is the spec's own.
 func injectedCandidates(ctx context.Context, n, running int) (ns string, pods []*corev1.Pod, agents []*framework.Agent, clients []kubernetes.Interface) {
+	return injectedCandidatesAnnotated(ctx, n, running, nil)
+}
+
+// injectedCandidatesAnnotated is injectedCandidates for pods with the given annotations.
+func injectedCandidatesAnnotated(ctx context.Context, n, running int, annotations map[string]string) (ns string, pods []*corev1.Pod, agents []*framework.Agent, clients []kubernetes.Interface) {
 	ns = labelledNamespace(ctx, optedIn)
 	dir := GinkgoT().TempDir()
 	for i := range n {
-		pod, err := createPod(ctx, deploymentPod(ns), false)
+		spec := deploymentPod(ns)
+		spec.Annotations = annotations
+		pod, err := createPod(ctx, spec, false)
 		Expect(err).NotTo(HaveOccurred())
 		pods = append(pods, pod)
 		identity, err := controlPlane.PodIdentity(ctx, pod, dir, "")
@@ -127,6 +136,64 @@ var _ = Describe("The lease guard", func() {
 		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](14) })).
 			To(MatchError(ContainSubstring("a pod may claim a lease only for the lease duration its injection gave it")))
 		Expect(take(ctx, followerClient, ns, follower, func(*coordinationv1.Lease) {})).To(Succeed(), "the terms its injection gave it: 15 s, now")
+	})
+
+	It("judges a pod by the lease duration its spec gives it: a follower that rewrites its leasegate.io/status annotation gains nothing", func(ctx SpecContext) {
+		// 60 s, longer than the configured election.leaseDuration (15 s).
+		ns, pods, agents, clients := injectedCandidatesAnnotated(ctx, 2, 1, map[string]string{contract.LeaseDuration: "60s"})
+		leader, follower, followerClient := pods[0], pods[1], clients[1]
+
+		By("letting the follower's service account (its app's, too) patch pods, as some apps may")
+		_, err := controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "pod-patcher"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "patch"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "pod-patcher"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pod-patcher"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: "orders"}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+
+		By("routing a leader Service to the leader, which later shows that leasegate's pod cache has caught up")
+		leader.Status.PodIP, leader.Status.PodIPs = "10.244.0.10", []corev1.PodIP{{IP: "10.244.0.10"}}
+		markReady(ctx, leader)
+		_, err = controlPlane.Client.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "orders", Labels: map[string]string{contract.LeaderLease: "orders"}},
+			Spec: corev1.ServiceSpec{
+				Selector: map[string]string{"app.kubernetes.io/name": "orders"},
+				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
+			},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		routed := func(g Gomega) []discoveryv1.Endpoint {
+			slice, err := controlPlane.Client.DiscoveryV1().EndpointSlices(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			return slice.Endpoints
+		}
+		Eventually(routed).WithTimeout(10 * time.Second).Should(ConsistOf(HaveField("TargetRef.Name", leader.Name)))
+
+		By("the follower rewriting its own status annotation to a 24 h lease duration")
+		status := `{"lease":"orders","leaseSeconds":{"orders":86400}}`
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.Status: status}}})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = followerClient.CoreV1().Pods(ns).Patch(ctx, follower.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		// The pod cache sees one watch of pods in order: once it shows the leader's later change (out of
+		// the Service's selector, so unrouted), it holds the follower's rewritten annotation too.
+		_, err = controlPlane.Client.CoreV1().Pods(ns).Patch(ctx, leader.Name, types.MergePatchType,
+			[]byte(`{"metadata":{"labels":{"app.kubernetes.io/name":"orders-unrouted"}}}`), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(routed).WithTimeout(10 * time.Second).Should(BeEmpty())
+
+		By("refusing the 24 h claim after the leader's graceful release, and admitting the 60 s its spec gives")
+		releaseByLeader(ctx, ns, agents[0])
+		Expect(ordersLease(ctx, ns).Spec.LeaseDurationSeconds).To(HaveValue(BeEquivalentTo(1)), "a graceful release leaves one second")
+		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](86400) })).
+			To(MatchError(ContainSubstring("a pod may claim a lease only for the lease duration its injection gave it")))
+		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](60) })).
+			To(Succeed(), "the 60 s its spec gives, longer than the configured default")
 	})
 
 	It("lets only the handover's target take the released lease while the released term runs", func(ctx SpecContext) {
