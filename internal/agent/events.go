@@ -158,10 +158,10 @@ func acceptsEvents(r *http.Request) bool {
 // client goes, falls too far behind or stops reading, or the agent stops.
 func (h *eventHub) serve(w http.ResponseWriter, r *http.Request, only int) {
 	h.mu.Lock()
-	if h.streams >= maxStreams || h.closed {
+	if refusal := h.refusal(); refusal != "" {
 		h.mu.Unlock()
 		w.Header().Set("Retry-After", "1")
-		http.Error(w, fmt.Sprintf("this agent already serves %d event streams, its limit: close one, or read /leader without Accept: text/event-stream", maxStreams), http.StatusServiceUnavailable)
+		http.Error(w, refusal, http.StatusServiceUnavailable)
 		return
 	}
 	h.streams++
@@ -237,6 +237,17 @@ func (h *eventHub) serve(w http.ResponseWriter, r *http.Request, only int) {
 			return
 		}
 	}
+}
+
+// refusal says why a new stream cannot be served, "" when it can. Called with h.mu held.
+func (h *eventHub) refusal() string {
+	switch {
+	case h.closed:
+		return "this agent is stopping; its successor serves the stream"
+	case h.streams >= maxStreams:
+		return fmt.Sprintf("this agent already serves %d event streams, its limit: close one, or read /leader without Accept: text/event-stream", maxStreams)
+	}
+	return ""
 }
 
 // state is the stream's first event: what /leader (or /leader/<election>) says now. Called with h.mu

@@ -157,6 +157,10 @@ func TestEventStream(t *testing.T) {
 	if _, err := named.next(); err != io.EOF {
 		t.Errorf("after close, the stream = %v, want its end (EOF), once the events published before were sent", err)
 	}
+	late := openStream(t, server.URL+"/leader")
+	if body, _ := io.ReadAll(late.resp.Body); late.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), "stopping") {
+		t.Errorf("a stream asked for while the agent stops = %d %q, want 503 saying it stops", late.resp.StatusCode, body)
+	}
 }
 
 func TestEventStreamOfSeveralElectionsAndKeepAlive(t *testing.T) {
