@@ -49,10 +49,14 @@ type Agent struct {
 
 	// statusMu serializes status file writes: every election's loop reports its changes.
 	statusMu sync.Mutex
+	// events streams the changes to clients of /leader that accept text/event-stream.
+	events *eventHub
 }
 
 // runningElection is one of the pod's elections.
 type runningElection struct {
+	// index is the election's place among the pod's, as the event hub numbers them.
+	index   int
 	spec    lease.ElectionSpec
 	elector *lease.Elector
 	metrics *metrics
@@ -75,8 +79,8 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		store = lease.NewMultiClusterClient(api)
 	}
 	specs := s.ElectionSpecs()
-	for _, spec := range specs {
-		e := &runningElection{spec: spec, log: log}
+	for i, spec := range specs {
+		e := &runningElection{index: i, spec: spec, log: log}
 		if len(specs) > 1 {
 			e.log = log.WithValues("election", spec.Name)
 		}
@@ -96,11 +100,13 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		}
 		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
 			lease.TakeoverBudget(spec.Timing().LeaseDuration, s.ClockSkewMargin), e.elector.LastRenewal)
+		registerFencingToken(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() int64 { return e.elector.Status().FencingToken })
 		if s.LeaseKind == LeaseKindMultiClusterLease {
 			registerLocalCandidate(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() bool { return e.elector.Status().Holder == s.Identity() })
 		}
 		a.elections = append(a.elections, e)
 	}
+	a.events = newEventHub(a.named())
 	if s.OnLoss == OnLossRestart {
 		a.restarting = a.election(s.OnLossElection)
 	}
@@ -172,7 +178,7 @@ func (e *runningElection) readiness() Readiness {
 // leading and releases the leases and returns.
 func (a *Agent) Run(ctx context.Context) error {
 	server := &http.Server{
-		Handler:           newMux(a.named(), a.registry),
+		Handler:           newMux(a.named(), a.events, a.registry),
 		ReadHeaderTimeout: 5 * time.Second,
 	}
 	served := make(chan error, 2)
@@ -206,6 +212,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopping.Store(true)
 	stopElections()
 	elected.Wait() // every lease is released before the endpoints go away
+	// The event streams end once they have sent the last events (stopped), so Shutdown finds their
+	// connections idle.
+	a.events.close()
 
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
@@ -228,6 +237,7 @@ func (a *Agent) Run(ctx context.Context) error {
 func (a *Agent) onChange(e *runningElection, s lease.Status) {
 	lost := e.metrics.leading && !s.IsLeader
 	e.metrics.observe(s.IsLeader)
+	a.events.publish(e.index, s)
 	a.writeStatus()
 	if lost && e == a.restarting && !a.stopping.Load() {
 		a.evicting.Do(func() { go a.evictSelf(e) })

@@ -90,6 +90,16 @@ func registerLocalCandidate(registry prometheus.Registerer, lease, election stri
 	}))
 }
 
+// registerFencingToken adds the fencing token of the lease's current term, as this agent last observed
+// it: what the gate passes on as Leasegate-Fencing-Token while this pod leads.
+func registerFencingToken(registry prometheus.Registerer, lease, election string, token func() int64) {
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasegate_agent_fencing_token",
+		Help:        "The fencing token of the lease's current term as this agent last observed it (a Lease's leaseTransitions, a MultiClusterLease's status.fencingToken): it only grows, with every new term.",
+		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
+	}, func() float64 { return float64(token()) }))
+}
+
 func (m *metrics) observe(isLeader bool) {
 	if isLeader == m.leading {
 		return

@@ -47,15 +47,16 @@ func report(elections []namedElection) any {
 }
 
 // newMux serves the agent's endpoints. Kubelet probes /healthz and /readyz on the pod IP; apps read
-// /leader through LEASEGATE_AGENT_URL; Prometheus scrapes /metrics.
-func newMux(elections []namedElection, registry prometheus.Gatherer) *http.ServeMux {
+// /leader through LEASEGATE_AGENT_URL, or follow it as server-sent events from events; Prometheus
+// scrapes /metrics.
+func newMux(elections []namedElection, events *eventHub, registry prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
-	byName := map[string]namedElection{}
-	for _, e := range elections {
-		byName[e.name] = e
+	byName := map[string]int{}
+	for i, e := range elections {
+		byName[e.name] = i
 	}
-	find := func(w http.ResponseWriter, r *http.Request) (namedElection, bool) {
-		e, ok := byName[r.PathValue("election")]
+	find := func(w http.ResponseWriter, r *http.Request) (int, bool) {
+		i, ok := byName[r.PathValue("election")]
 		if !ok {
 			names := make([]string, len(elections))
 			for i, e := range elections {
@@ -63,7 +64,7 @@ func newMux(elections []namedElection, registry prometheus.Gatherer) *http.Serve
 			}
 			http.Error(w, fmt.Sprintf("no election %q; this pod runs %s", r.PathValue("election"), strings.Join(names, ", ")), http.StatusNotFound)
 		}
-		return e, ok
+		return i, ok
 	}
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
@@ -79,16 +80,25 @@ func newMux(elections []namedElection, registry prometheus.Gatherer) *http.Serve
 		writeProbe(w, elections, leaderMode)
 	})
 	mux.HandleFunc("GET /leaderz/{election}", func(w http.ResponseWriter, r *http.Request) {
-		if e, ok := find(w, r); ok {
-			writeProbe(w, []namedElection{e}, leaderMode)
+		if i, ok := find(w, r); ok {
+			writeProbe(w, elections[i:i+1], leaderMode)
 		}
 	})
-	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, r *http.Request) {
+		if acceptsEvents(r) {
+			events.serve(w, r, -1)
+			return
+		}
 		writeJSON(w, report(elections))
 	})
 	mux.HandleFunc("GET /leader/{election}", func(w http.ResponseWriter, r *http.Request) {
-		if e, ok := find(w, r); ok {
-			writeJSON(w, electionStatus{Election: e.name, Status: e.Status()})
+		i, ok := find(w, r)
+		switch {
+		case !ok:
+		case acceptsEvents(r):
+			events.serve(w, r, i)
+		default:
+			writeJSON(w, electionStatus{Election: elections[i].name, Status: elections[i].Status()})
 		}
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))

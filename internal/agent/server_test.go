@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -51,6 +53,11 @@ func TestReadyz(t *testing.T) {
 	}
 }
 
+// muxOf serves the endpoints of elections, with their event streams.
+func muxOf(elections []namedElection, registry *prometheus.Registry) *http.ServeMux {
+	return newMux(elections, newEventHub(elections), registry)
+}
+
 // one is a single election, named after its lease as the agent names it.
 func one(status lease.Status, synced bool, readiness Readiness) []namedElection {
 	return []namedElection{{name: "orders", readiness: readiness, election: fixedElection{status: status, synced: synced}}}
@@ -69,12 +76,12 @@ func get(t *testing.T, server *httptest.Server, path string) (int, string) {
 
 func TestEndpoints(t *testing.T) {
 	since := time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
-	status := lease.Status{Lease: "shop/orders", Holder: "orders-a_1", IsLeader: true, Since: &since, Transitions: 3}
+	status := lease.Status{Lease: "shop/orders", Holder: "orders-a_1", IsLeader: true, Since: &since, Transitions: 3, FencingToken: 3}
 	registry := newRegistry()
 	renewed := time.Now().Add(-1500 * time.Millisecond)
 	m := newMetrics(registry, status.Lease, "orders", 16*time.Second, func() time.Time { return renewed })
 	m.observe(true)
-	server := httptest.NewServer(newMux(one(status, true, ReadinessLeader), registry))
+	server := httptest.NewServer(muxOf(one(status, true, ReadinessLeader), registry))
 	defer server.Close()
 
 	if code, body := get(t, server, "/healthz"); code != 200 || body != "ok\n" {
@@ -86,13 +93,13 @@ func TestEndpoints(t *testing.T) {
 	if code, body := get(t, server, "/leaderz"); code != 200 || !strings.HasPrefix(body, "ok: this pod (orders-a_1) leads") {
 		t.Errorf("/leaderz = %d %q, want 200 for the leader", code, body)
 	}
-	follower := httptest.NewServer(newMux(one(lease.Status{Lease: "shop/orders", Holder: "orders-b_2"}, true, ReadinessHealth), registry))
+	follower := httptest.NewServer(muxOf(one(lease.Status{Lease: "shop/orders", Holder: "orders-b_2"}, true, ReadinessHealth), registry))
 	defer follower.Close()
 	if code, _ := get(t, follower, "/leaderz"); code != 503 {
 		t.Errorf("/leaderz of a follower in health mode = %d, want 503: it reports leadership whatever the readiness mode", code)
 	}
 	code, body := get(t, server, "/leader")
-	want := `{"lease":"shop/orders","holder":"orders-a_1","isLeader":true,"since":"2026-11-22T12:00:00Z","transitions":3}` + "\n"
+	want := `{"lease":"shop/orders","holder":"orders-a_1","isLeader":true,"since":"2026-11-22T12:00:00Z","transitions":3,"fencingToken":3}` + "\n"
 	if code != 200 || body != want {
 		t.Errorf("/leader = %d %s, want %s: one election keeps the single-lease shape", code, body, want)
 	}
@@ -121,7 +128,7 @@ func TestEndpointsOfSeveralElections(t *testing.T) {
 		{name: "poller", readiness: ReadinessLeader, election: fixedElection{synced: true,
 			status: lease.Status{Lease: "shop/orders-poller", Holder: "orders-a_1", IsLeader: true}}},
 	}
-	server := httptest.NewServer(newMux(elections, newRegistry()))
+	server := httptest.NewServer(muxOf(elections, newRegistry()))
 	defer server.Close()
 	tests := []struct {
 		path     string
@@ -133,9 +140,9 @@ func TestEndpointsOfSeveralElections(t *testing.T) {
 		{"/leaderz/poller", 200, "ok: this pod (orders-a_1) leads lease shop/orders-poller\n"},
 		{"/leaderz/reconciler", 503, "not leader: lease shop/orders-reconciler is held by orders-b_2\n"},
 		{"/leaderz/snapshots", 404, "no election \"snapshots\"; this pod runs reconciler, poller\n"},
-		{"/leader", 200, `{"elections":[{"election":"reconciler","lease":"shop/orders-reconciler","holder":"orders-b_2","isLeader":false,"transitions":0},` +
-			`{"election":"poller","lease":"shop/orders-poller","holder":"orders-a_1","isLeader":true,"transitions":0}]}` + "\n"},
-		{"/leader/poller", 200, `{"election":"poller","lease":"shop/orders-poller","holder":"orders-a_1","isLeader":true,"transitions":0}` + "\n"},
+		{"/leader", 200, `{"elections":[{"election":"reconciler","lease":"shop/orders-reconciler","holder":"orders-b_2","isLeader":false,"transitions":0,"fencingToken":0},` +
+			`{"election":"poller","lease":"shop/orders-poller","holder":"orders-a_1","isLeader":true,"transitions":0,"fencingToken":0}]}` + "\n"},
+		{"/leader/poller", 200, `{"election":"poller","lease":"shop/orders-poller","holder":"orders-a_1","isLeader":true,"transitions":0,"fencingToken":0}` + "\n"},
 	}
 	for _, tt := range tests {
 		if code, body := get(t, server, tt.path); code != tt.wantCode || body != tt.wantBody {
@@ -144,7 +151,7 @@ func TestEndpointsOfSeveralElections(t *testing.T) {
 	}
 
 	elections[1].election = fixedElection{synced: true, status: lease.Status{Lease: "shop/orders-poller", Holder: "orders-c_3"}}
-	notLeading := httptest.NewServer(newMux(elections, newRegistry()))
+	notLeading := httptest.NewServer(muxOf(elections, newRegistry()))
 	defer notLeading.Close()
 	if code, body := get(t, notLeading, "/readyz"); code != 503 || !strings.Contains(body, "poller: not leader") {
 		t.Errorf("/readyz = %d %q, want 503: readiness follows the election that sets readiness leader", code, body)

@@ -56,6 +56,11 @@ const (
 	Managed = "leasegate.io/managed"
 )
 
+// FencingTokenHeader is the request header with which the mutation gate passes to the app, on every
+// mutation it forwards on the leader, the fencing token of the term it was forwarded in; a client's own
+// is dropped from every request.
+const FencingTokenHeader = "Leasegate-Fencing-Token"
+
 // Values of the annotations above that the injector passes on to the agent's settings.
 const (
 	// Readiness: health (followers stay Ready) or leader (only the leader is Ready).

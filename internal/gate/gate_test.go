@@ -165,9 +165,9 @@ type leadership struct{ leading atomic.Bool }
 
 func (l *leadership) Status() lease.Status {
 	if l.leading.Load() {
-		return lease.Status{Lease: "shop/orders", Holder: "orders-a_1", IsLeader: true}
+		return lease.Status{Lease: "shop/orders", Holder: "orders-a_1", IsLeader: true, FencingToken: 7}
 	}
-	return lease.Status{Lease: "shop/orders", Holder: "orders-a_1"}
+	return lease.Status{Lease: "shop/orders", Holder: "orders-a_1", FencingToken: 7}
 }
 func (l *leadership) Expiry() time.Time { return time.Now().Add(7500 * time.Millisecond) }
 

@@ -77,6 +77,10 @@ func TestForwarderAnswersAsReverseProxy(t *testing.T) {
 			header: http.Header{"Connection": {"X-Hop"}, "X-Hop": {"1"}, "Keep-Alive": {"timeout=5"}, "Proxy-Authorization": {"Basic c2VjcmV0"}, "Te": {"trailers"}, "X-End-To-End": {"kept"}}},
 		{name: "a client that waits for 100 Continue", app: echo, method: "POST", target: "/orders", body: "after continue", header: http.Header{"Expect": {"100-continue"}}},
 		{name: "an idempotency key", app: echo, method: "POST", target: "/orders", body: "x", header: http.Header{"Idempotency-Key": {"order-7"}}},
+		{name: "a mutation carries the gate's fencing token, never the client's", app: echo, method: "POST", target: "/orders", body: "x",
+			header: http.Header{"Leasegate-Fencing-Token": {"99"}, "Leasegate_Fencing_Token": {"99"}, "leasegate-fencing-token": {"99"}}},
+		{name: "a read carries none, not even the client's", app: echo, method: "GET", target: "/orders",
+			header: http.Header{"Leasegate-Fencing-Token": {"99"}, "LEASEGATE_FENCING_TOKEN": {"99"}}},
 		{name: "trailers after the body", app: echo, method: "GET", target: "/trailers"},
 		{name: "an answer without a body", app: echo, method: "DELETE", target: "/no-content"},
 		{name: "HEAD", app: echo, method: "HEAD", target: "/fixed"},
@@ -123,8 +127,15 @@ func twoPaths(t *testing.T, app string) (forwarded, streamed string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// As ServeHTTP decides, then always ReverseProxy.
 	viaReverseProxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		g.stream(g.reverseProxy, w, r, false, time.Now())
+		dropForgedToken(r.Header)
+		req := RequestOf(r)
+		mutates := policy.Mutates(req)
+		if mutates && g.refused(w, req, time.Now()) {
+			return
+		}
+		g.stream(g.reverseProxy, w, r, mutates, time.Now())
 	})
 	return h2cServer(t, g).URL, h2cServer(t, viaReverseProxy).URL
 }

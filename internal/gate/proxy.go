@@ -12,6 +12,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -42,6 +43,9 @@ type Gate struct {
 	// transports are reverseProxy's and grpc's, whose free connections Close closes.
 	transports []*http.Transport
 	metrics    *metrics
+
+	// token is the fencing token of the term this pod leads, as the header value (stampToken).
+	token atomic.Pointer[fencingToken]
 
 	// streaming are the mutations whose bodies are still streaming to the app; Lost cuts them.
 	mu        sync.Mutex
@@ -113,6 +117,7 @@ func (g *Gate) Lost() {
 // ServeHTTP passes the request to the app unless it mutates and this pod does not lead.
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	dropForgedToken(r.Header)
 	req := RequestOf(r)
 	mutates := g.policy.Mutates(req)
 	if mutates && g.refused(w, req, start) {
@@ -128,10 +133,12 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refused answers a mutation while this pod does not lead, and reports whether it did.
+// refused answers a mutation while this pod does not lead, and reports whether it did. A mutation it
+// passes carries the fencing token of the term it was passed in, from the same reading of the elector.
 func (g *Gate) refused(w http.ResponseWriter, req Request, start time.Time) bool {
 	status := g.leader.Status()
 	if status.IsLeader {
+		g.stampToken(req.Header, status.FencingToken)
 		return false
 	}
 	g.refuse(w, req, status)

@@ -30,6 +30,14 @@ type Status struct {
 	Since *time.Time `json:"since,omitempty"`
 	// Transitions is the lease's own count of changes of holder.
 	Transitions int32 `json:"transitions"`
+	// FencingToken identifies the holder's term, and is the same for everyone who reads the lease: for a
+	// Lease its leaseTransitions, which every acquisition raises by one (the lease guard refuses a pod's
+	// write that lowers it, skips a number, or changes the holder without raising it); for a
+	// MultiClusterLease its status.fencingToken, 0 while nobody leads globally. While a Lease is
+	// released it is the last term's: the next holder's is higher.
+	FencingToken int64 `json:"fencingToken"`
+	// Handover is the handover asked on the lease (kubectl leasegate handover), nil when none is.
+	Handover *Handover `json:"handover,omitempty"`
 	// GlobalHolder is, for a MultiClusterLease, the candidate that leads across clusters as this cluster's
 	// election controller last answered ("" when nobody does); Holder is then this cluster's candidate.
 	GlobalHolder string `json:"globalHolder,omitempty"`
@@ -391,6 +399,8 @@ func (e *Elector) handOver(l *Lease) {
 	if to == "" {
 		to = "any other candidate"
 	}
+	// Published before stepping down, so the app hears why leadership ends.
+	e.publish(l, true)
 	e.stepDown("handing over to " + to + " as asked")
 	e.writeReleased(l, true)
 }
@@ -504,8 +514,17 @@ func (e *Elector) publish(lease *Lease, leading bool) {
 		Holder:      lease.Spec.HolderIdentity,
 		IsLeader:    leading,
 		Transitions: lease.Spec.LeaseTransitions,
+		// A MultiClusterLease's term is the election controller's, below.
+		FencingToken: int64(lease.Spec.LeaseTransitions),
+	}
+	if h, asked := HandoverOf(lease.Annotations); asked && !e.cfg.MultiCluster {
+		next.Handover = &h
 	}
 	if e.cfg.MultiCluster {
+		next.FencingToken = 0
+		if lease.Global != nil {
+			next.FencingToken = lease.Global.FencingToken
+		}
 		// Leading this cluster's election is candidacy; leading means the controller confirmed it.
 		next.GlobalHolder, _, _ = globalAnswer(lease)
 		if leading {
@@ -522,7 +541,8 @@ func (e *Elector) publish(lease *Lease, leading bool) {
 	prev := e.status
 	e.status = next
 	e.mu.Unlock()
-	if prev.Holder == next.Holder && prev.IsLeader == next.IsLeader && prev.Transitions == next.Transitions && prev.GlobalHolder == next.GlobalHolder {
+	if prev.Holder == next.Holder && prev.IsLeader == next.IsLeader && prev.Transitions == next.Transitions && prev.GlobalHolder == next.GlobalHolder &&
+		prev.FencingToken == next.FencingToken && prev.Handover.Equal(next.Handover) {
 		return
 	}
 	if leading && !prev.IsLeader {

@@ -11,9 +11,17 @@ import (
 // other candidate) may take it. Acquiring the lease clears the request, so it is acted on once.
 type Handover struct {
 	// From is the holder identity asked to step down.
-	From string
+	From string `json:"from"`
 	// To is the pod that should take over, "" for any candidate but From.
-	To string
+	To string `json:"to,omitempty"`
+}
+
+// Equal reports whether h and o ask the same, nil being no request.
+func (h *Handover) Equal(o *Handover) bool {
+	if h == nil || o == nil {
+		return h == o
+	}
+	return *h == *o
 }
 
 // HandoverOf reads the handover requested in a lease's annotations; ok is false when there is none.

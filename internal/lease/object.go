@@ -47,6 +47,8 @@ type GlobalAnswer struct {
 	Holder string `json:"globalHolder,omitempty"`
 	// ObservedGeneration is the generation of the spec (the candidates' heartbeats) the answer covers.
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+	// FencingToken identifies the global leader's term (the create revision of its key in the backend).
+	FencingToken int64 `json:"fencingToken,omitempty"`
 }
 
 // MicroTime is a time with the API's microsecond precision, as metav1.MicroTime writes it.

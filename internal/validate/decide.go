@@ -109,6 +109,7 @@ const (
 	NotHandoverTarget
 	TimeAhead
 	DurationNotGiven
+	TransitionsMiscounted
 )
 
 var reasonText = [...]string{
@@ -137,6 +138,7 @@ var reasonText = [...]string{
 	NotHandoverTarget:     "the lease is being handed over (" + contract.HandoverTo + "): until the released term ends only the pod it names may take it, and the pod that released it may not take it back",
 	TimeAhead:             "a pod may not date renewTime or acquireTime ahead of the webhook's clock by more than the clock skew margin",
 	DurationNotGiven:      "a pod may claim a lease only for the lease duration its injection gave it (leasegate.io/lease-duration or the configured election.leaseDuration)",
+	TransitionsMiscounted: "spec.leaseTransitions is the fencing token of each term: a pod that takes the lease raises it by exactly one (as client-go and the agent do), and no write lowers it or raises it by more",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -150,6 +152,7 @@ var reasonCodes = [...]string{
 	GlobalLeaderElsewhere: "global_leader_elsewhere", HandoverByPod: "handover_by_pod",
 	ForgedLeaderEndpoints: "forged_leader_endpoints", MarkerChanged: "marker_changed", StatusByOthers: "status_by_others",
 	NotHandoverTarget: "not_handover_target", TimeAhead: "time_ahead", DurationNotGiven: "duration_not_given",
+	TransitionsMiscounted: "transitions_miscounted",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -343,7 +346,8 @@ type LeaseWrite struct {
 // hijack, pin or spoof leadership: a pod may write only its own identity as holder, may take a lease only
 // when it is released or expired (and, while a handover runs, only as its target), may release only a
 // lease it holds, may not delete one, may not date its terms ahead of the webhook's clock nor claim a
-// longer term than its injection gave it, and no service account may change the label that makes a lease
+// longer term than its injection gave it, must count the term it takes in leaseTransitions (the fencing
+// token apps hand to their stores), and no service account may change the label that makes a lease
 // leasegate's (which decides what reaches this guard and how the fence reads the holder) or write a
 // MultiClusterLease's status. People, exempt requesters and kube-system's service accounts pass; other
 // service accounts without a pod identity follow missingPodIdentity.
@@ -405,12 +409,31 @@ func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 		v.Reason = TimeAhead
 	case !p.durationGiven(w, next != ""):
 		v.Reason = DurationNotGiven
+	case miscounted(old, updated):
+		v.Reason = TransitionsMiscounted
 	default:
 		v.Reason = HoldsLease
 		return v
 	}
 	v.Outcome = Denied
 	return v
+}
+
+// miscounted reports whether an update changes leaseTransitions other than as electors count terms: a
+// new holder (a change of holderIdentity to one that is not empty) raises it by exactly one; a renewal
+// or release keeps it, or raises it by one (the agent counts a term when it finds itself holder without
+// an acquireTime). So nobody can reuse an earlier term's token, or lower it, and nobody can run it up to
+// the int32 limit, where the next take would wrap it below every earlier one.
+func miscounted(old, updated *coordinationv1.Lease) bool {
+	if old == nil {
+		return false
+	}
+	was, is := int64(ptr.Deref(old.Spec.LeaseTransitions, 0)), int64(ptr.Deref(updated.Spec.LeaseTransitions, 0))
+	holder := ptr.Deref(updated.Spec.HolderIdentity, "")
+	if holder != "" && holder != ptr.Deref(old.Spec.HolderIdentity, "") {
+		return is != was+1
+	}
+	return is < was || is > was+1
 }
 
 // markerOf is the value of the label that makes a lease leasegate's; "" for none (or no lease).

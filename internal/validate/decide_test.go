@@ -77,6 +77,7 @@ func heldLease(namespace, name, holder string, renewedAgo time.Duration, managed
 			HolderIdentity:       ptr.To(holder),
 			LeaseDurationSeconds: ptr.To[int32](15),
 			RenewTime:            &metav1.MicroTime{Time: now.Add(-renewedAgo)},
+			LeaseTransitions:     ptr.To[int32](4),
 		},
 	}
 	if managed {
@@ -387,6 +388,10 @@ func TestDecideLeaseWrite(t *testing.T) {
 	writing := func(holder string) *coordinationv1.Lease {
 		return heldLease("shop", "orders", holder, 0, true)
 	}
+	// taking is a take: a new holder counts its term.
+	taking := func(holder string) *coordinationv1.Lease {
+		return counted(writing(holder), 5)
+	}
 	unmarked := func(l *coordinationv1.Lease) *coordinationv1.Lease {
 		l = l.DeepCopy()
 		delete(l.Labels, contract.Managed)
@@ -425,8 +430,8 @@ func TestDecideLeaseWrite(t *testing.T) {
 	}{
 		{"the holder renews", a, held, writing("orders-a_uid-a"), false, 0, HoldsLease, Allowed},
 		{"the holder releases", a, held, writing(""), false, 0, HoldsLease, Allowed},
-		{"a follower takes a released lease", b, released, writing("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
-		{"a follower takes an expired lease", b, expired, writing("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
+		{"a follower takes a released lease", b, released, taking("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
+		{"a follower takes an expired lease", b, expired, taking("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
 		{"a follower may not take an unexpired lease", b, held, writing("orders-b_uid-b"), false, 0, TakeUnexpired, Denied},
 		{"a follower may not write another pod's identity", b, released, writing("orders-c_uid-c"), false, 0, ForeignHolder, Denied},
 		{"a follower may not spoof the holder's identity", b, held, writing("orders-a_uid-a"), false, 0, ForeignHolder, Denied},
@@ -443,7 +448,7 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"a follower may not ask the holder to hand over", b, held, handover(held, "orders-b"), false, 0, HandoverByPod, Denied},
 		{"the holder may not redirect a handover asked of it", a, handover(held, "orders-b"), handover(writing("orders-a_uid-a"), "orders-a"), false, 0, HandoverByPod, Denied},
 		{"the holder releases for a handover, keeping the request", a, handover(held, "orders-b"), handover(writing(""), "orders-b"), false, 0, HoldsLease, Allowed},
-		{"the target takes the lease and clears the request", b, handedOver, writing("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
+		{"the target takes the lease and clears the request", b, handedOver, taking("orders-b_uid-b"), false, 0, HoldsLease, Allowed},
 
 		// The label that makes a lease leasegate's: what reaches this guard, and how the fence reads the holder.
 		{"a follower may not unmark a released lease", b, released, unmarked(released), false, 0, MarkerChanged, Denied},
@@ -466,9 +471,9 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"an acquire time left as it was is not judged again", a, acquiredAt(held, now.Add(time.Hour)), acquiredAt(writing("orders-a_uid-a"), now.Add(time.Hour)), false, 15, HoldsLease, Allowed},
 		{"a pod may not take a lease for 24 h", b, released, lasting(writing("orders-b_uid-b"), 86400), false, 15, DurationNotGiven, Denied},
 		{"a pod claims exactly the duration its injection gave it", b, released, lasting(writing("orders-b_uid-b"), 10), false, 15, DurationNotGiven, Denied},
-		{"a pod with a recorded 60 s duration claims 60 s", b, released, lasting(writing("orders-b_uid-b"), 60), false, 60, HoldsLease, Allowed},
+		{"a pod with a recorded 60 s duration claims 60 s", b, released, lasting(taking("orders-b_uid-b"), 60), false, 60, HoldsLease, Allowed},
 		{"a pod without a record claims no more than election.leaseDuration", b, released, lasting(writing("orders-b_uid-b"), 86400), false, 0, DurationNotGiven, Denied},
-		{"a pod without a record may claim a shorter term", b, released, lasting(writing("orders-b_uid-b"), 3), false, 0, HoldsLease, Allowed},
+		{"a pod without a record may claim a shorter term", b, released, lasting(taking("orders-b_uid-b"), 3), false, 0, HoldsLease, Allowed},
 		{"a pod without a record keeps the term the lease had", a, lasting(held, 60), lasting(writing("orders-a_uid-a"), 60), false, 0, HoldsLease, Allowed},
 		{"a release may shorten the term to a second", a, held, lasting(writing(""), 1), false, 15, HoldsLease, Allowed},
 		{"a release may not lengthen it", a, handover(held, "orders-b"), lasting(handover(writing(""), "orders-b"), 86400), false, 15, DurationNotGiven, Denied},
@@ -476,8 +481,19 @@ func TestDecideLeaseWrite(t *testing.T) {
 		// A handover's target.
 		{"a follower that is not the target may not take a handed-over lease", c, handedOver, writing("orders-c_uid-c"), false, 15, NotHandoverTarget, Denied},
 		{"the pod that handed over may not take it back", a, handedOver, writing("orders-a_uid-a"), false, 15, NotHandoverTarget, Denied},
-		{"anyone may take it once the released term ended", c, handoverLapsed, writing("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
-		{"any candidate but the holder may take a lease handed over to no one in particular", c, handover(heldLease("shop", "orders", "", time.Second, true), ""), writing("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+		{"anyone may take it once the released term ended", c, handoverLapsed, taking("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+		{"any candidate but the holder may take a lease handed over to no one in particular", c, handover(heldLease("shop", "orders", "", time.Second, true), ""), taking("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+
+		// leaseTransitions: the fencing token of each term, which no pod may reuse, lower or run up.
+		{"a pod may not take the lease without counting its term", b, released, writing("orders-b_uid-b"), false, 15, TransitionsMiscounted, Denied},
+		{"nor take an expired one without counting", b, expired, writing("orders-b_uid-b"), false, 15, TransitionsMiscounted, Denied},
+		{"nor take it with a lower count, reusing an earlier term's token", b, released, counted(writing("orders-b_uid-b"), 3), false, 15, TransitionsMiscounted, Denied},
+		{"nor take it skipping numbers, running the count up", b, released, counted(writing("orders-b_uid-b"), 2147483647), false, 15, TransitionsMiscounted, Denied},
+		{"the holder may not lower the count as it renews", a, held, counted(writing("orders-a_uid-a"), 0), false, 15, TransitionsMiscounted, Denied},
+		{"nor as it releases", a, held, counted(writing(""), 3), false, 15, TransitionsMiscounted, Denied},
+		{"nor raise it by more than one", a, held, counted(writing("orders-a_uid-a"), 6), false, 15, TransitionsMiscounted, Denied},
+		{"the holder counts a term it finds itself in without an acquire time", a, held, counted(writing("orders-a_uid-a"), 5), false, 15, HoldsLease, Allowed},
+		{"a person may set the count", &Requester{Username: "jane@example.com"}, held, counted(held, 0), false, 0, NotGated, Allowed},
 
 		// A MultiClusterLease's status is the election controller's.
 		{"a pod may not write a MultiClusterLease's status", a, held, held, true, 15, StatusByOthers, Denied},
@@ -492,6 +508,13 @@ func TestDecideLeaseWrite(t *testing.T) {
 			}
 		})
 	}
+}
+
+// counted is l with leaseTransitions n.
+func counted(l *coordinationv1.Lease, n int32) *coordinationv1.Lease {
+	l = l.DeepCopy()
+	l.Spec.LeaseTransitions = ptr.To(n)
+	return l
 }
 
 // handover is l with a request that its holder orders-a_uid-a hands over to pod to.
@@ -596,7 +619,7 @@ func TestDecideLeaseWriteToleratesSkewWithAZeroMargin(t *testing.T) {
 func TestDecideLeaseWriteHandoverIsForLeasesOnly(t *testing.T) {
 	p := testPolicy(t, "")
 	handedOver := handover(heldLease("shop", "orders", "", time.Second, true), "orders-b")
-	take := heldLease("shop", "orders", "orders-c_uid-c", 0, true)
+	take := counted(heldLease("shop", "orders", "orders-c_uid-c", 0, true), 5)
 	for _, multiCluster := range []bool{false, true} {
 		w := &LeaseWrite{Requester: pod("shop", "orders", "orders-c", "uid-c"), Old: handedOver, New: take, MultiCluster: multiCluster, GivenSeconds: 15}
 		want := NotHandoverTarget

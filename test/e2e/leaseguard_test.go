@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"path/filepath"
 	"syscall"
 	"time"
@@ -71,7 +72,7 @@ func ordersLease(ctx context.Context, ns string) *coordinationv1.Lease {
 // identityOf is the holder identity the agent of pod writes.
 func identityOf(pod *corev1.Pod) string { return pod.Name + "_" + string(pod.UID) }
 
-// take writes the lease as the pod of c would take it, with change applied last.
+// take writes the lease as the pod of c would take it (counting its term), with change applied last.
 func take(ctx context.Context, c kubernetes.Interface, ns string, pod *corev1.Pod, change func(*coordinationv1.Lease)) error {
 	l, err := c.CoordinationV1().Leases(ns).Get(ctx, "orders", metav1.GetOptions{})
 	if err != nil {
@@ -80,6 +81,7 @@ func take(ctx context.Context, c kubernetes.Interface, ns string, pod *corev1.Po
 	now := metav1.NowMicro()
 	l.Spec.HolderIdentity, l.Spec.RenewTime, l.Spec.AcquireTime = ptr.To(identityOf(pod)), &now, &now
 	l.Spec.LeaseDurationSeconds = ptr.To[int32](15)
+	l.Spec.LeaseTransitions = ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1)
 	change(l)
 	_, err = c.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
 	return err
@@ -194,6 +196,29 @@ var _ = Describe("The lease guard", func() {
 			To(MatchError(ContainSubstring("a pod may claim a lease only for the lease duration its injection gave it")))
 		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](60) })).
 			To(Succeed(), "the 60 s its spec gives, longer than the configured default")
+	})
+
+	It("refuses a follower's take that reuses, lowers or runs up the term count, the lease's fencing token", func(ctx SpecContext) {
+		ns, pods, agents, clients := injectedCandidates(ctx, 2, 1)
+		follower, followerClient := pods[1], clients[1]
+		releaseByLeader(ctx, ns, agents[0])
+		last := ptr.Deref(ordersLease(ctx, ns).Spec.LeaseTransitions, 0)
+
+		const refused = "spec.leaseTransitions is the fencing token of each term"
+		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To(last) })).
+			To(MatchError(ContainSubstring(refused)), "the last term's token, reused")
+		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](0) })).
+			To(MatchError(ContainSubstring(refused)), "a lower token")
+		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](math.MaxInt32) })).
+			To(MatchError(ContainSubstring(refused)), "the count run up to the int32 limit")
+		Expect(take(ctx, followerClient, ns, follower, func(*coordinationv1.Lease) {})).To(Succeed(), "the term counted: one more")
+		Expect(ordersLease(ctx, ns).Spec.LeaseTransitions).To(HaveValue(Equal(last + 1)))
+
+		By("the holder may not lower it either")
+		l := ordersLease(ctx, ns)
+		l.Spec.LeaseTransitions = ptr.To(last)
+		_, err := followerClient.CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(ContainSubstring(refused)))
 	})
 
 	It("lets only the handover's target take the released lease while the released term runs", func(ctx SpecContext) {

@@ -438,8 +438,14 @@ guards:
 				status, err := agent.Leader()
 				g.Expect(err).NotTo(HaveOccurred())
 				g.Expect(status.GlobalHolder).To(Equal(leader.Pod.Identity()), "every agent names the global leader")
+				m := &v1alpha1.MultiClusterLease{}
+				g.Expect(clusterOf[agent].client.Get(ctx, client.ObjectKey{Namespace: ns, Name: currentElection}, m)).To(Succeed())
+				g.Expect(status.FencingToken).To(And(BeNumerically(">", 0), Equal(m.Status.FencingToken)),
+					"every agent's fencing token is the term's, status.fencingToken")
 			}
 		}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+		firstTerm, err := leader.Leader()
+		Expect(err).NotTo(HaveOccurred())
 		By("the metrics tell each cluster's candidate from the global leader")
 		Eventually(func(g Gomega) {
 			candidates := map[*mclCluster]int{}
@@ -463,6 +469,7 @@ guards:
 		next := soleAgentLeader(rest, mclLeaseDuration+5*time.Second)
 		crash := time.Since(killed)
 		Expect(crash).To(BeNumerically("<", mclLeaseDuration+2*time.Second))
+		Expect(next.Leader()).To(HaveField("FencingToken", BeNumerically(">", firstTerm.FencingToken)), "a new term, a higher token")
 
 		By("SIGTERM of the new leader: it releases, and the next leads in under a second")
 		last := slices.DeleteFunc(slices.Clone(rest), func(x *framework.Agent) bool { return x == next })

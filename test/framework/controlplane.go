@@ -71,6 +71,10 @@ func (c *ControlPlane) Address() string {
 	return u.Host
 }
 
+// EtcdURL is the address of the API server's etcd (plain HTTP on loopback), for tests that want an etcd
+// of their own to write to: they must keep to keys outside the API server's prefix (/registry).
+func (c *ControlPlane) EtcdURL() string { return c.env.ControlPlane.Etcd.URL.String() }
+
 // Stop stops the API server and etcd and removes their data.
 func (c *ControlPlane) Stop() error { return c.env.Stop() }
 

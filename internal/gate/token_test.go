@@ -1,0 +1,81 @@
+package gate
+
+import (
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasegate/leasegate/internal/contract"
+)
+
+// TestGatePassesTheFencingToken: the app gets the gate's fencing token on every mutation it forwards on
+// the leader, by either path (the forwarder, or ReverseProxy for a body too large to forward whole), and
+// never a client's, in any spelling an app server would read as it.
+func TestGatePassesTheFencingToken(t *testing.T) {
+	app, _ := echoApp(t, nil)
+	l := &leadership{}
+	l.leading.Store(true)
+	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := h2cServer(t, g)
+	forged := http.Header{"Leasegate-Fencing-Token": {"99"}, "Leasegate_fencing_token": {"98"}, "LEASEGATE_FENCING_TOKEN": {"97"}}
+	for _, tc := range []struct {
+		name, method, body string
+		want               []string
+	}{
+		{"a mutation forwarded whole", http.MethodPost, `{"item":1}`, []string{"7"}},
+		{"a mutation whose body streams", http.MethodPut, strings.Repeat("x", maxForwardedBody+1), []string{"7"}},
+		{"a read", http.MethodGet, "", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, gate.URL+"/orders", strings.NewReader(tc.body))
+			for key, values := range forged {
+				req.Header[key] = values
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var got received
+			if err := json.NewDecoder(resp.Body).Decode(&got); err != nil {
+				t.Fatal(err)
+			}
+			var tokens []string
+			for key, values := range got.Header {
+				if sameHeaderName(strings.ToLower(key), strings.ToLower(contract.FencingTokenHeader)) && len(key) == len(contract.FencingTokenHeader) {
+					tokens = append(tokens, key+": "+strings.Join(values, ","))
+				}
+			}
+			var want []string
+			for _, v := range tc.want {
+				want = append(want, contract.FencingTokenHeader+": "+v)
+			}
+			if strings.Join(tokens, ";") != strings.Join(want, ";") {
+				t.Errorf("the app got %q, want %q", tokens, want)
+			}
+		})
+	}
+}
+
+// BenchmarkStampToken is the gate's per-request cost of the token: dropping a client's and setting its
+// own on a mutation, on a request with a browser's dozen headers.
+func BenchmarkStampToken(b *testing.B) {
+	g := &Gate{}
+	header := http.Header{}
+	for _, key := range []string{"Accept", "Accept-Encoding", "Accept-Language", "Authorization", "Cache-Control", "Content-Length",
+		"Content-Type", "Cookie", "Origin", "Referer", "User-Agent", "X-Request-Id"} {
+		header[key] = []string{"x"}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		dropForgedToken(header)
+		g.stampToken(header, 42)
+	}
+}
