@@ -135,11 +135,9 @@ var configFiles = map[string]string{
 	"webhooks.yaml":       "webhook/webhooks.yaml",
 }
 
-// monitoringValues turn on what config/monitoring carries: the alerts and the Grafana dashboard, which
-// the chart renders only when asked (they need the Prometheus Operator and Grafana's sidecar).
-const monitoringValues = "metrics: {prometheusRule: {enabled: true}}\ngrafanaDashboard: {enabled: true}\n"
-
-// monitoringFiles maps the templates monitoringValues switch on to config/monitoring.
+// monitoringFiles maps the templates framework.MonitoringValues switch on to config/monitoring: the
+// alerts and the Grafana dashboard, which the chart renders only when asked (they need the Prometheus
+// Operator and Grafana's sidecar).
 var monitoringFiles = map[string]string{
 	"monitoring.yaml": "monitoring/prometheusrule.yaml",
 	"dashboard.yaml":  "monitoring/dashboard.yaml",
@@ -152,7 +150,7 @@ var sourceLine = regexp.MustCompile(`(?m)^# Source: leasegate/templates/(\S+)\n`
 // rendered with them on. A stale file fails; -update rewrites them.
 func TestConfigIsTheRenderedChart(t *testing.T) {
 	monitoring := filepath.Join(t.TempDir(), "monitoring.yaml")
-	if err := os.WriteFile(monitoring, []byte(monitoringValues), 0o644); err != nil {
+	if err := os.WriteFile(monitoring, []byte(framework.MonitoringValues), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, render := range []struct {
