@@ -53,7 +53,7 @@ type Config struct {
 	// OnTakeover is called, from the election loop, each time the elector takes the lease from another
 	// holder, with how that holder left. It must not block.
 	OnTakeover func(Takeover)
-	Log      logr.Logger
+	Log        logr.Logger
 	// Clock is what the elector reads the time from and arms its timer on; nil is the real clock (the
 	// unit tests step a fake one).
 	Clock clock.Clock
