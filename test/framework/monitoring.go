@@ -122,3 +122,41 @@ func Substitute(expr string, vars map[string]string, rateInterval string) (strin
 	}
 	return expr, nil
 }
+
+// ServiceMonitorEndpoint is how the chart's ServiceMonitor tells the Prometheus Operator to scrape the
+// webhook, for a harness that configures a Prometheus the same way.
+type ServiceMonitorEndpoint struct {
+	Port        string `json:"port"`
+	Scheme      string `json:"scheme"`
+	HonorLabels bool   `json:"honorLabels"`
+	TLSConfig   struct {
+		ServerName string `json:"serverName"`
+	} `json:"tlsConfig"`
+}
+
+// ServiceMonitor renders the chart with its ServiceMonitor on, in namespace, and returns its endpoint.
+func (t *Tools) ServiceMonitor(dir, namespace string) (*ServiceMonitorEndpoint, error) {
+	values := filepath.Join(dir, "servicemonitor-values.yaml")
+	if err := os.WriteFile(values, []byte("metrics: {serviceMonitor: {enabled: true}}\nnetworkPolicy: {metricsFrom: [{podSelector: {}}]}\n"), 0o644); err != nil {
+		return nil, err
+	}
+	rendered, err := t.RenderChart(namespace, values)
+	if err != nil {
+		return nil, err
+	}
+	for _, doc := range strings.Split(string(rendered), "\n---\n") {
+		var monitor struct {
+			Kind string `json:"kind"`
+			Spec struct {
+				Endpoints []ServiceMonitorEndpoint `json:"endpoints"`
+			} `json:"spec"`
+		}
+		if err := yaml.Unmarshal([]byte(doc), &monitor); err != nil {
+			return nil, err
+		}
+		if monitor.Kind == "ServiceMonitor" && len(monitor.Spec.Endpoints) == 1 {
+			return &monitor.Spec.Endpoints[0], nil
+		}
+	}
+	return nil, errors.New("the chart rendered no ServiceMonitor with one endpoint with metrics.serviceMonitor.enabled")
+}

@@ -1,8 +1,13 @@
 package realcluster
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"net"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -171,7 +176,7 @@ func monitoringSpecs() {
 // alertFor) and a scrape configuration that does what the chart's ServiceMonitor and PodMonitor make the
 // Prometheus Operator do: the webhook over HTTPS, its certificate checked against the serving Secret's
 // ca.crt, with the token of a service account bound to leasegate-metrics-reader and labels honoured; the
-// agents over HTTP on their leasegate port. Targets come from the API server (kubernetes_sd, role pod).
+// agents over HTTP on their leasegate port.
 func startPrometheus() *framework.Prometheus {
 	By("a service account bound to the chart's leasegate-metrics-reader ClusterRole, as Prometheus's own")
 	_, err := node.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{})
@@ -200,7 +205,14 @@ func startPrometheus() *framework.Prometheus {
 	Expect(string(rules)).To(ContainSubstring("for: 5m"))
 	rules = []byte(strings.ReplaceAll(string(rules), "for: 5m", "for: "+alertFor))
 
-	kubeconfig := filepath.Join(node.Dir, "admin.kubeconfig")
+	// Debian's prometheus is built without Kubernetes service discovery: the harness does the discovery a
+	// ServiceMonitor and a PodMonitor would (the webhook pods' metrics port, every injected pod's
+	// leasegate port, with their namespace and pod as labels) into files Prometheus watches.
+	discoverTargets(dir)
+	// The webhook's scrape is the chart's ServiceMonitor's: its scheme, server name and honoured labels.
+	monitor, err := tools.ServiceMonitor(dir, leasegateNamespace)
+	Expect(err).NotTo(HaveOccurred())
+	Expect(monitor.Port).To(Equal("metrics"))
 	config := fmt.Sprintf(`global:
   scrape_interval: 1s
   scrape_timeout: 1s
@@ -208,24 +220,14 @@ func startPrometheus() *framework.Prometheus {
 rule_files: [rules.yaml]
 scrape_configs:
 - job_name: leasegate-webhook
-  honor_labels: true
-  scheme: https
+  honor_labels: %[2]t
+  scheme: %[3]s
   authorization: {credentials_file: %[1]s/token}
-  tls_config: {ca_file: %[1]s/webhook-ca.crt, server_name: leasegate-webhook.%[2]s.svc}
-  kubernetes_sd_configs:
-  - {role: pod, kubeconfig_file: %[3]s, namespaces: {names: [%[2]s]}}
-  relabel_configs:
-  - {source_labels: [__meta_kubernetes_pod_label_app_kubernetes_io_name, __meta_kubernetes_pod_container_port_name], regex: leasegate-webhook;metrics, action: keep}
-  - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
-  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
+  tls_config: {ca_file: %[1]s/webhook-ca.crt, server_name: %[4]s}
+  file_sd_configs: [{files: [%[1]s/webhook-targets.json], refresh_interval: 1s}]
 - job_name: leasegate-agents
-  kubernetes_sd_configs:
-  - {role: pod, kubeconfig_file: %[3]s}
-  relabel_configs:
-  - {source_labels: [__meta_kubernetes_pod_label_leasegate_io_injected, __meta_kubernetes_pod_container_port_name], regex: true;leasegate, action: keep}
-  - {source_labels: [__meta_kubernetes_namespace], target_label: namespace}
-  - {source_labels: [__meta_kubernetes_pod_name], target_label: pod}
-`, dir, leasegateNamespace, kubeconfig)
+  file_sd_configs: [{files: [%[1]s/agent-targets.json], refresh_interval: 1s}]
+`, dir, monitor.HonorLabels, monitor.Scheme, monitor.TLSConfig.ServerName)
 	By("Prometheus on loopback, scraping every second, evaluating the chart's rules every second")
 	p, err := framework.StartPrometheus(ctx, dir, config, map[string][]byte{
 		"rules.yaml": rules, "token": []byte(token.Status.Token), "webhook-ca.crt": secret.Data["ca.crt"],
@@ -315,4 +317,73 @@ func stateSeen(at, since time.Time) string {
 		return "never seen (an alert without `for` fires at its first evaluation)"
 	}
 	return at.Sub(since).Round(100 * time.Millisecond).String()
+}
+
+// discoverTargets writes, every 500 ms until the spec ends, the scrape targets a ServiceMonitor on the
+// webhook's Service and the chart's PodMonitor select, as Prometheus file_sd target groups in dir:
+// webhook-targets.json and agent-targets.json.
+func discoverTargets(dir string) {
+	type group struct {
+		Targets []string          `json:"targets"`
+		Labels  map[string]string `json:"labels"`
+	}
+	port := func(p corev1.Pod, name string) int32 {
+		for _, c := range append(slices.Clone(p.Spec.InitContainers), p.Spec.Containers...) {
+			for _, cp := range c.Ports {
+				if cp.Name == name {
+					return cp.ContainerPort
+				}
+			}
+		}
+		return 0
+	}
+	targets := func(pods []corev1.Pod, portName string) []group {
+		groups := []group{}
+		for _, p := range pods {
+			if n := port(p, portName); n != 0 && p.Status.PodIP != "" {
+				groups = append(groups, group{Targets: []string{net.JoinHostPort(p.Status.PodIP, fmt.Sprint(n))},
+					Labels: map[string]string{"namespace": p.Namespace, "pod": p.Name}})
+			}
+		}
+		return groups
+	}
+	write := func(name string, groups []group) error {
+		data, err := json.Marshal(groups)
+		if err != nil {
+			return err
+		}
+		tmp := filepath.Join(dir, "."+name)
+		if err := os.WriteFile(tmp, data, 0o600); err != nil {
+			return err
+		}
+		return os.Rename(tmp, filepath.Join(dir, name)) // Prometheus never reads half a file
+	}
+	discover := func() error {
+		webhooks, err := node.Client.CoreV1().Pods(leasegateNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=leasegate-webhook"})
+		if err != nil {
+			return err
+		}
+		agents, err := node.Client.CoreV1().Pods("").List(ctx, metav1.ListOptions{LabelSelector: "leasegate.io/injected=true"})
+		if err != nil {
+			return err
+		}
+		return errors.Join(write("webhook-targets.json", targets(webhooks.Items, "metrics")), write("agent-targets.json", targets(agents.Items, "leasegate")))
+	}
+	Expect(discover()).To(Succeed())
+	done, stopped := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(stopped)
+		for {
+			select {
+			case <-done:
+				return
+			case <-time.After(500 * time.Millisecond):
+				_ = discover() // an API error is retried at the next tick
+			}
+		}
+	}()
+	DeferCleanup(func() {
+		close(done)
+		<-stopped
+	})
 }
