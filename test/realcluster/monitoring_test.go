@@ -111,7 +111,8 @@ func monitoringSpecs() {
 		}
 		frozeAt := time.Now()
 		w := watchLease(ctx, node, "standby")
-		Eventually(func() time.Time { _, _, firing, _ := noLeader.times(); return firing }).WithTimeout(2 * time.Minute).ShouldNot(BeZero())
+		Eventually(func() time.Time { _, _, firing, _ := noLeader.times(); return firing }).WithTimeout(2*time.Minute).ShouldNot(BeZero(),
+			"LeasegateNoLeader never fired for %s/standby: does the webhook's scrape honour the leaderless gauge's namespace label?", app)
 
 		By("the follower thawed: it takes the expired lease (a crash takeover), and the alert resolves")
 		for _, id := range frozen[follower.Name] {
