@@ -88,8 +88,13 @@ docker-images: ## The same images with a Docker engine, from Dockerfile.webhook 
 # images first: test/release cross-compiles both binaries for two platforms, and doing that cold beside
 # the timing-sensitive e2e specs would load the 2 cores they measure on.
 .PHONY: test
-test: $(CONTROLPLANE_DEP) $(HELM) images ## Unit, integration and e2e tests against a real kube-apiserver and etcd (CI runs it, then e2e-cluster).
+test: $(CONTROLPLANE_DEP) $(HELM) promtool images ## Unit, integration and e2e tests against a real kube-apiserver and etcd, promtool tests of the alerts (CI runs it, then e2e-cluster).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+# test/chart runs `promtool test rules` on the chart's alerts and parses the dashboard's queries with it.
+.PHONY: promtool
+promtool:
+	@command -v promtool >/dev/null || { echo "promtool is missing: apt-get install -y prometheus (Debian's package ships promtool; .ci/run installs it)" >&2; exit 1; }
 
 # As root, `make e2e` runs the real-cluster specs too.
 ROOT := $(filter 0,$(shell id -u))

@@ -93,6 +93,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			Timing:          spec.Timing(),
 			ClockSkewMargin: s.ClockSkewMargin,
 			OnChange:        func(status lease.Status) { a.onChange(e, status) },
+			OnTakeover:      func(kind lease.Takeover) { e.metrics.tookOver(kind) },
 			Log:             e.log,
 		})
 		if err != nil {

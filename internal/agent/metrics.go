@@ -6,6 +6,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // newRegistry is the agent's own registry, with the Go and process collectors: the agent serves it rather
@@ -24,6 +26,7 @@ type metrics struct {
 	isLeader    prometheus.Gauge
 	transitions prometheus.Counter
 	lockWait    prometheus.Histogram
+	takeovers   map[lease.Takeover]prometheus.Counter
 	// Only the election loop touches these: the last state observed, and since when this agent has
 	// wanted the lease without holding it.
 	leading      bool
@@ -32,8 +35,8 @@ type metrics struct {
 
 // newMetrics registers an election's series. lastRenewal reads the renewTime of the lease as last
 // observed; budget is the election's crash takeover budget (lease duration + clock skew margin).
-func newMetrics(registry prometheus.Registerer, lease, election string, budget time.Duration, lastRenewal func() time.Time) *metrics {
-	labels := prometheus.Labels{"lease": lease, "election": election}
+func newMetrics(registry prometheus.Registerer, leaseName, election string, budget time.Duration, lastRenewal func() time.Time) *metrics {
+	labels := prometheus.Labels{"lease": leaseName, "election": election}
 	m := &metrics{
 		isLeader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name:        "leasegate_agent_is_leader",
@@ -52,6 +55,16 @@ func newMetrics(registry prometheus.Registerer, lease, election string, budget t
 			Buckets:     lockWaitBuckets,
 		}),
 		waitingSince: time.Now(),
+		takeovers:    map[lease.Takeover]prometheus.Counter{},
+	}
+	// Every kind is exported from the start, at 0, so a dashboard's increase() sees the first takeover.
+	takeovers := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name:        "leasegate_agent_takeovers_total",
+		Help:        "Times this agent took the lease from another holder, by how that holder left: graceful (released it), crash (it expired) or handover (released it on a handover request).",
+		ConstLabels: labels,
+	}, []string{"kind"})
+	for _, kind := range lease.Takeovers {
+		m.takeovers[kind] = takeovers.WithLabelValues(string(kind))
 	}
 	renewAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "leasegate_agent_lease_renew_age_seconds",
@@ -70,7 +83,7 @@ func newMetrics(registry prometheus.Registerer, lease, election string, budget t
 		ConstLabels: labels,
 	})
 	takeoverBudget.Set(budget.Seconds())
-	registry.MustRegister(m.isLeader, m.transitions, m.lockWait, renewAge, takeoverBudget)
+	registry.MustRegister(m.isLeader, m.transitions, m.lockWait, takeovers, renewAge, takeoverBudget)
 	return m
 }
 
@@ -99,6 +112,9 @@ func registerFencingToken(registry prometheus.Registerer, lease, election string
 		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
 	}, func() float64 { return float64(token()) }))
 }
+
+// tookOver counts a takeover from another holder.
+func (m *metrics) tookOver(kind lease.Takeover) { m.takeovers[kind].Inc() }
 
 func (m *metrics) observe(isLeader bool) {
 	if isLeader == m.leading {

@@ -81,6 +81,7 @@ func TestEndpoints(t *testing.T) {
 	renewed := time.Now().Add(-1500 * time.Millisecond)
 	m := newMetrics(registry, status.Lease, "orders", 16*time.Second, func() time.Time { return renewed })
 	m.observe(true)
+	m.tookOver(lease.TakeoverCrash)
 	server := httptest.NewServer(muxOf(one(status, true, ReadinessLeader), registry))
 	defer server.Close()
 
@@ -113,6 +114,9 @@ func TestEndpoints(t *testing.T) {
 		`leasegate_agent_lock_wait_seconds_count{election="orders",lease="shop/orders"} 1`,
 		`leasegate_agent_takeover_budget_seconds{election="orders",lease="shop/orders"} 16`,
 		`leasegate_agent_lease_renew_age_seconds{election="orders",lease="shop/orders"} 1.5`,
+		`leasegate_agent_takeovers_total{election="orders",kind="crash",lease="shop/orders"} 1`,
+		`leasegate_agent_takeovers_total{election="orders",kind="graceful",lease="shop/orders"} 0`,
+		`leasegate_agent_takeovers_total{election="orders",kind="handover",lease="shop/orders"} 0`,
 		"go_goroutines", "process_resident_memory_bytes",
 	} {
 		if !strings.Contains(body, series) {

@@ -58,7 +58,10 @@ type Config struct {
 	MultiCluster bool
 	// OnChange is called, from the election loop, every time Status changes. It must not block.
 	OnChange func(Status)
-	Log      logr.Logger
+	// OnTakeover is called, from the election loop, each time the elector takes the lease from another
+	// holder, with how that holder left. It must not block.
+	OnTakeover func(Takeover)
+	Log        logr.Logger
 	// Clock is what the elector reads the time from and arms its timer on; nil is the real clock (the
 	// unit tests step a fake one).
 	Clock clock.Clock
@@ -119,6 +122,9 @@ func NewElector(cfg Config) (*Elector, error) {
 	}
 	if cfg.OnChange == nil {
 		cfg.OnChange = func(Status) {}
+	}
+	if cfg.OnTakeover == nil {
+		cfg.OnTakeover = func(Takeover) {}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -314,6 +320,9 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		return retry
 	}
 	e.wrote(updated, now)
+	if kind, ok := TakeoverOf(base, j, e.cfg.Identity); ok {
+		e.cfg.OnTakeover(kind)
+	}
 	e.becomeLeader(now, updated)
 	return retry
 }

@@ -574,3 +574,59 @@ func TestElectorHandoverBarsOthersUntilTheReleasedLeaseWouldExpire(t *testing.T)
 		return a.Status().IsLeader || b.Status().IsLeader
 	})
 }
+
+// TestElectorReportsHowItTookTheLease: the elector says how the holder it took the lease from left it,
+// for the agent's leasegate_agent_takeovers_total.
+func TestElectorReportsHowItTookTheLease(t *testing.T) {
+	tests := []struct {
+		name  string
+		leave func(t *testing.T, store *memStore, clock *clocktesting.FakeClock)
+		want  Takeover
+	}{
+		{name: "the holder released it", want: TakeoverGraceful, leave: func(t *testing.T, store *memStore, _ *clocktesting.FakeClock) {
+			store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
+		}},
+		{name: "the holder released it on a handover request", want: TakeoverHandover, leave: func(t *testing.T, store *memStore, _ *clocktesting.FakeClock) {
+			store.write(t, func(l *Lease) {
+				l.Spec.HolderIdentity = ""
+				l.Annotations = map[string]string{contract.HandoverFrom: "b-0_ub"}
+			})
+		}},
+		{name: "the holder stopped renewing and the lease expired", want: TakeoverCrash, leave: func(_ *testing.T, _ *memStore, clock *clocktesting.FakeClock) {
+			clock.Step(4 * time.Second)
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+			took := make(chan Takeover, 4)
+			e, err := NewElector(Config{
+				Client: store, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
+				ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(),
+				OnTakeover: func(k Takeover) { took <- k },
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			settle()
+			tt.leave(t, store, clock)
+			eventually(t, "it takes the lease", func() bool { return e.Status().IsLeader })
+			// Reported before it leads, so it is there once IsLeader is.
+			select {
+			case got := <-took:
+				if got != tt.want {
+					t.Errorf("takeover = %q, want %q", got, tt.want)
+				}
+			default:
+				t.Fatal("the elector took the lease and reported no takeover")
+			}
+			if len(took) != 0 {
+				t.Errorf("more than one takeover reported: %q", <-took)
+			}
+		})
+	}
+}

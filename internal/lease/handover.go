@@ -57,3 +57,38 @@ func ClearHandover(l *Lease) {
 	delete(l.Annotations, contract.HandoverFrom)
 	delete(l.Annotations, contract.HandoverTo)
 }
+
+// Takeover is how the previous holder left a lease another candidate took: what tells a planned
+// failover from a crash on a dashboard.
+type Takeover string
+
+const (
+	// TakeoverGraceful: the holder released the lease (it shut down).
+	TakeoverGraceful Takeover = "graceful"
+	// TakeoverCrash: the holder stopped renewing (crashed, frozen, cut off, or past its renew deadline)
+	// and the lease expired.
+	TakeoverCrash Takeover = "crash"
+	// TakeoverHandover: the holder released the lease on a handover request.
+	TakeoverHandover Takeover = "handover"
+)
+
+// Takeovers are every kind, in a fixed order.
+var Takeovers = []Takeover{TakeoverGraceful, TakeoverCrash, TakeoverHandover}
+
+// TakeoverOf classifies identity's taking of base, judged j just before: ok is false when it took
+// nothing from anyone (the lease was its own, still in force).
+func TakeoverOf(base *Lease, j Judgement, identity string) (Takeover, bool) {
+	switch {
+	case j.State == Held:
+		return "", false // only its own lease is acquirable while held: a restarted agent resuming
+	case j.State == Expired:
+		if j.Holder == identity {
+			return "", false // its own lease, run out while it was away: nobody else held it meanwhile
+		}
+		return TakeoverCrash, true
+	}
+	if _, handover := HandoverOf(base.Annotations); handover {
+		return TakeoverHandover, true
+	}
+	return TakeoverGraceful, true
+}

@@ -63,3 +63,29 @@ func TestHandoverAsksToStepDown(t *testing.T) {
 		t.Fatalf("ClearHandover left %v", l.Annotations)
 	}
 }
+
+func TestTakeoverOf(t *testing.T) {
+	handedOver := &Lease{Annotations: map[string]string{contract.HandoverFrom: "a-0_uid-a"}, Spec: *spec("", 15)}
+	tests := []struct {
+		name     string
+		lease    *Lease
+		now      time.Time
+		identity string
+		want     Takeover
+		wantOK   bool
+	}{
+		{name: "a released lease was left gracefully", lease: &Lease{Spec: *spec("", 15)}, now: renewed.Add(time.Second), identity: "b-0_uid-b", want: TakeoverGraceful, wantOK: true},
+		{name: "a lease released on a handover request was handed over", lease: handedOver, now: renewed.Add(time.Second), identity: "b-0_uid-b", want: TakeoverHandover, wantOK: true},
+		{name: "an expired lease of another holder is a crash", lease: &Lease{Spec: *spec("a-0_uid-a", 15)}, now: renewed.Add(17 * time.Second), identity: "b-0_uid-b", want: TakeoverCrash, wantOK: true},
+		{name: "its own expired lease, taken back, is no takeover", lease: &Lease{Spec: *spec("b-0_uid-b", 15)}, now: renewed.Add(17 * time.Second), identity: "b-0_uid-b"},
+		{name: "its own lease still in force, resumed after a restart, is no takeover", lease: &Lease{Spec: *spec("b-0_uid-b", 15)}, now: renewed.Add(time.Second), identity: "b-0_uid-b"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := TakeoverOf(tt.lease, Judge(&tt.lease.Spec, tt.now, time.Second), tt.identity)
+			if got != tt.want || ok != tt.wantOK {
+				t.Errorf("TakeoverOf = %q, %v; want %q, %v", got, ok, tt.want, tt.wantOK)
+			}
+		})
+	}
+}

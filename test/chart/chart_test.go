@@ -135,46 +135,77 @@ var configFiles = map[string]string{
 	"webhooks.yaml":       "webhook/webhooks.yaml",
 }
 
+// monitoringFiles maps the templates framework.MonitoringValues switch on to config/monitoring: the
+// alerts and the Grafana dashboard, which the chart renders only when asked (they need the Prometheus
+// Operator and Grafana's sidecar).
+var monitoringFiles = map[string]string{
+	"monitoring.yaml": "monitoring/prometheusrule.yaml",
+	"dashboard.yaml":  "monitoring/dashboard.yaml",
+}
+
 var sourceLine = regexp.MustCompile(`(?m)^# Source: leasegate/templates/(\S+)\n`)
 
 // TestConfigIsTheRenderedChart keeps config/ (kustomize) and the chart one install: config/ is the chart
-// rendered with its defaults, minus Helm's own labels. A stale file fails; -update rewrites them.
+// rendered with its defaults, minus Helm's own labels, and config/monitoring the alerts and dashboard
+// rendered with them on. A stale file fails; -update rewrites them.
 func TestConfigIsTheRenderedChart(t *testing.T) {
-	rendered, err := tools(t).RenderChart(namespace)
-	if err != nil {
+	monitoring := filepath.Join(t.TempDir(), "monitoring.yaml")
+	if err := os.WriteFile(monitoring, []byte(framework.MonitoringValues), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	docs := map[string][]string{}
-	for _, doc := range strings.Split(string(rendered), "\n---\n") {
-		m := sourceLine.FindStringSubmatch(doc)
-		if m == nil {
-			continue
-		}
-		template := m[1]
-		if strings.HasPrefix(template, "tests/") {
-			continue // helm test hooks have no place in a kustomize install
-		}
-		if _, ok := configFiles[template]; !ok {
-			t.Fatalf("template %s renders by default but has no place in config/: add it to configFiles", template)
-		}
-		doc = sourceLine.ReplaceAllString(doc, "")
-		doc = regexp.MustCompile(`(?m)^\s*(app.kubernetes.io/managed-by|helm.sh/chart): .*\n`).ReplaceAllString(doc, "")
-		docs[template] = append(docs[template], strings.TrimSpace(doc))
-	}
-	for template, file := range configFiles {
-		want := []byte("# Rendered from charts/leasegate (templates/" + template + ") with its default values by\n" +
-			"# `go test ./test/chart -update`; edit the chart, not this file.\n" + strings.Join(docs[template], "\n---\n") + "\n")
-		path := filepath.Join(framework.RepoRoot(), "config", file)
-		if *update {
-			if err := os.WriteFile(path, want, 0o644); err != nil {
+	for _, render := range []struct {
+		name, values string
+		files        map[string]string
+		valuesNote   string
+	}{
+		{name: "defaults", files: configFiles, valuesNote: "its default values"},
+		{name: "monitoring", values: monitoring, files: monitoringFiles, valuesNote: "prometheusRule and grafanaDashboard enabled"},
+	} {
+		t.Run(render.name, func(t *testing.T) {
+			var values []string
+			if render.values != "" {
+				values = []string{render.values}
+			}
+			rendered, err := tools(t).RenderChart(namespace, values...)
+			if err != nil {
 				t.Fatal(err)
 			}
-			continue
-		}
-		got, err := os.ReadFile(path)
-		if err != nil || string(got) != string(want) {
-			t.Errorf("config/%s is stale: run go test ./test/chart -update and review the diff", file)
-		}
+			docs := map[string][]string{}
+			for _, doc := range strings.Split(string(rendered), "\n---\n") {
+				m := sourceLine.FindStringSubmatch(doc)
+				if m == nil {
+					continue
+				}
+				template := m[1]
+				if strings.HasPrefix(template, "tests/") {
+					continue // helm test hooks have no place in a kustomize install
+				}
+				if _, ok := render.files[template]; !ok {
+					if render.values == "" {
+						t.Fatalf("template %s renders by default but has no place in config/: add it to configFiles", template)
+					}
+					continue // the defaults' share, checked above
+				}
+				doc = sourceLine.ReplaceAllString(doc, "")
+				doc = regexp.MustCompile(`(?m)^\s*(app.kubernetes.io/managed-by|helm.sh/chart): .*\n`).ReplaceAllString(doc, "")
+				docs[template] = append(docs[template], strings.TrimSpace(doc))
+			}
+			for template, file := range render.files {
+				want := []byte("# Rendered from charts/leasegate (templates/" + template + ") with " + render.valuesNote + " by\n" +
+					"# `go test ./test/chart -update`; edit the chart, not this file.\n" + strings.Join(docs[template], "\n---\n") + "\n")
+				path := filepath.Join(framework.RepoRoot(), "config", file)
+				if *update {
+					if err := os.WriteFile(path, want, 0o644); err != nil {
+						t.Fatal(err)
+					}
+					continue
+				}
+				got, err := os.ReadFile(path)
+				if err != nil || string(got) != string(want) {
+					t.Errorf("config/%s is stale: run go test ./test/chart -update and review the diff", file)
+				}
+			}
+		})
 	}
 }
 

@@ -117,9 +117,10 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			if values != "" {
 				valuesFiles = []string{values}
 			}
-			kinds := map[string]bool{}
+			kinds, names := map[string]bool{}, map[string]bool{}
 			for _, obj := range chartObjects(tools, valuesFiles...) {
 				kinds[obj.GetKind()] = true
+				names[obj.GetKind()+" "+obj.GetName()] = true
 				Expect(a.apply(ctx, obj, true)).To(Succeed(), "%s %s with values %s", obj.GetKind(), obj.GetName(), filepath.Base(values))
 			}
 			switch filepath.Base(values) {
@@ -128,6 +129,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 				Expect(kinds).To(HaveKey("ValidatingWebhookConfiguration"))
 			case "monitoring.yaml":
 				Expect(kinds).To(And(HaveKey("ServiceMonitor"), HaveKey("PodMonitor"), HaveKey("PrometheusRule")))
+				Expect(names).To(HaveKey("ConfigMap leasegate-dashboard"), "the Grafana dashboard")
 			}
 		}
 	})

@@ -86,6 +86,8 @@ var _ = Describe("leasegate on a real single-node cluster", Ordered, func() {
 	Describe("failover", failoverSpecs)
 	Describe("the app's readiness, start and restarts", appWiringSpecs)
 	Describe("traffic that follows the holder", trafficSpecs)
+	// Before the webhook's specs: their helm upgrade replaces the serving Secret Prometheus checks against.
+	Describe("monitoring", monitoringSpecs)
 	Describe("the webhook", webhookSpecs)
 	// Last: every component loses the API server for a while, and the specs after would measure that.
 	Describe("control-plane crashes", crashSpecs)
