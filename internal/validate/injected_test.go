@@ -73,16 +73,18 @@ func rawObject(t *testing.T, obj runtime.Object) runtime.RawExtension {
 // after creation, never by its leasegate.io/status annotation, which anyone who may update the pod can.
 func TestLeaseWritesJudgeByWhatTheSpecGives(t *testing.T) {
 	wall := time.Now() // the handler judges at the wall clock
-	lock := func(holder string, seconds int32) *coordinationv1.Lease {
+	// Every take counts a term: the lease had one before it was released, the take makes it two.
+	lock := func(holder string, seconds, transitions int32) *coordinationv1.Lease {
 		return &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-reconciler", Labels: map[string]string{contract.Managed: "true"}},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(seconds), RenewTime: &metav1.MicroTime{Time: wall},
+				LeaseTransitions: ptr.To(transitions),
 			},
 		}
 	}
 	// As the agent leaves a lease on a graceful shutdown: released, for one second.
-	released := lock("", 1)
+	released := lock("", 1, 1)
 	rewritten := earlierPod(t, "orders-r", "uid-r")
 	rewritten.Annotations[contract.Status] = `{"leases":["orders-reconciler"],"leaseSeconds":{"orders-reconciler":86400}}`
 	// A pod whose agent elects on another lease, annotated as though it had been given this one.
@@ -111,7 +113,7 @@ func TestLeaseWritesJudgeByWhatTheSpecGives(t *testing.T) {
 			resp := fence.LeaseWrites().Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
 				UID: "1", Operation: admissionv1.Update, Namespace: "shop", Name: "orders-reconciler",
 				Resource: metav1.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
-				UserInfo: podUser(tt.pod, tt.uid), OldObject: rawObject(t, released), Object: rawObject(t, lock(tt.pod+"_"+tt.uid, tt.seconds)),
+				UserInfo: podUser(tt.pod, tt.uid), OldObject: rawObject(t, released), Object: rawObject(t, lock(tt.pod+"_"+tt.uid, tt.seconds, 2)),
 			}})
 			if resp.Allowed != tt.wantAllowed {
 				t.Errorf("allowed = %v (%q), want %v", resp.Allowed, resp.Result.Message, tt.wantAllowed)
