@@ -83,6 +83,7 @@ func (m *mcElector) heartbeat(t *testing.T, d time.Duration) {
 	eventually(t, "the renewal at "+m.clock.Now().String(), func() bool {
 		return m.store.current().Spec.RenewTime.Time.Equal(m.clock.Now())
 	})
+	settle() // the loop arms its next timers before the clock moves again
 }
 
 // answer writes the election controller's answer to the latest heartbeat: holder leads globally.
