@@ -605,7 +605,7 @@ guards:
 			}
 		}
 		AddReportEntry("multicluster handover curve", report.String())
-		multiclusterFigures.Durations("graceful handover, the release coming while the standby waits (0-3 s into its cycle)", inWait)
+		multiclusterFigures.Durations("graceful handover, the release coming while the standby waits", inWait)
 		for _, c := range all {
 			Expect(c.lock.refusals()).To(BeEmpty(), "a term the controller won for %s was refused", c.id)
 		}
