@@ -183,6 +183,12 @@ func (e *Elector) Run(ctx context.Context) {
 	// does not come in time leaves the first act to read the lease itself.
 	timer := e.clock.NewTimer(e.cfg.Timing.RetryPeriod)
 	defer timer.Stop()
+	// lapse fires when a confirmed global term runs out (MultiCluster only): nothing else may happen
+	// then (a leader cut off from the global backend still renews its cluster's spec), and the step-down
+	// must reach the log, the metric and the status file at that instant, as Status already says it.
+	lapse := e.clock.NewTimer(time.Hour)
+	lapse.Stop()
+	defer lapse.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -195,6 +201,11 @@ func (e *Elector) Run(ctx context.Context) {
 			} else if wait > 0 {
 				timer.Reset(wait)
 			}
+		case <-lapse.C():
+			e.judgeTerm()
+		}
+		if wait, ok := e.termLeft(); ok {
+			lapse.Reset(wait)
 		}
 	}
 }
@@ -477,12 +488,56 @@ func (e *Elector) stepDown(reason string) {
 	e.leaderUntil.Store(0)
 	e.confirmed.Store(0)
 	e.writes = e.writes[:0]
-	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
 	e.mu.Lock()
+	wasLeader := e.status.IsLeader
 	e.status.IsLeader = false
 	status := e.status
 	e.mu.Unlock()
+	if wasLeader {
+		e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
+	} else {
+		// A MultiClusterLease candidate that was never confirmed (a standby): it stops standing for its
+		// cluster, but it did not lead, so it does not say it stopped.
+		e.cfg.Log.Info("Stopped standing for the global term", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
+	}
 	e.cfg.OnChange(status)
+}
+
+// termLeft is, for a multi-cluster elector that leads globally, how long its confirmed term has left
+// (ok false when it does not lead).
+func (e *Elector) termLeft() (time.Duration, bool) {
+	if !e.cfg.MultiCluster {
+		return 0, false
+	}
+	e.mu.Lock()
+	leading := e.status.IsLeader
+	e.mu.Unlock()
+	if !leading {
+		return 0, false
+	}
+	return max(time.Duration(e.confirmed.Load()-e.clock.Now().UnixNano()), 0), true
+}
+
+// judgeTerm publishes the end of a confirmed global term that ran out with no new answer.
+func (e *Elector) judgeTerm() {
+	e.mu.Lock()
+	if !e.status.IsLeader || e.clock.Now().UnixNano() < e.confirmed.Load() {
+		e.mu.Unlock()
+		return
+	}
+	e.status.IsLeader = false
+	status := e.status
+	e.mu.Unlock()
+	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", e.termEnded(status.GlobalHolder))
+	e.cfg.OnChange(status)
+}
+
+// termEnded says why a multi-cluster elector's global term ended while it still holds its cluster's spec.
+func (e *Elector) termEnded(globalHolder string) string {
+	if globalHolder != e.cfg.Identity {
+		return fmt.Sprintf("the election controller names %q as the global leader", globalHolder)
+	}
+	return fmt.Sprintf("no heartbeat was confirmed for the renew deadline (%s)", e.cfg.Timing.RenewDeadline)
 }
 
 // maxHeartbeats is how many of its latest writes a multi-cluster elector remembers: the controller
@@ -511,7 +566,7 @@ func (e *Elector) confirm(lease *Lease) {
 		e.confirmed.Store(0)
 		return
 	}
-	if until := confirmedUntil(lease, e.cfg.Identity, e.writes).UnixNano(); until > e.confirmed.Load() {
+	if until := confirmedUntil(lease, e.cfg.Identity, e.writes, e.cfg.Timing.RenewDeadline).UnixNano(); until > e.confirmed.Load() {
 		e.confirmed.Store(until)
 	}
 }
@@ -554,9 +609,14 @@ func (e *Elector) publish(lease *Lease, leading bool) {
 		prev.FencingToken == next.FencingToken && prev.Handover.Equal(next.Handover) {
 		return
 	}
-	if leading && !prev.IsLeader {
+	switch {
+	case next.IsLeader && !prev.IsLeader:
 		e.cfg.Log.Info("Started leading", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
-	} else if prev.Holder != next.Holder {
+	case prev.IsLeader && !next.IsLeader:
+		// Only a multi-cluster elector gets here (a Lease's holder stops in stepDown): its global term
+		// ended while it still holds its cluster's spec.
+		e.cfg.Log.Info("Stopped leading", "lease", next.Lease, "identity", e.cfg.Identity, "reason", e.termEnded(next.GlobalHolder))
+	case prev.Holder != next.Holder:
 		e.cfg.Log.Info("Leader changed", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
 	}
 	e.cfg.OnChange(next)

@@ -38,6 +38,9 @@ type memStore struct {
 	// gets counts the reads of the lease by name; failLists, when set, is what every List returns.
 	gets      int
 	failLists error
+	// generations: the object is a MultiClusterLease, whose generation the API server bumps on every
+	// change of spec.
+	generations bool
 }
 
 type memEvent struct {
@@ -104,6 +107,9 @@ func (s *memStore) storeLocked(l *Lease, kind EventType) *Lease {
 	if err != nil {
 		panic(err)
 	}
+	if s.generations {
+		data = s.withGenerationLocked(data, l.Spec)
+	}
 	s.object = data
 	event := memEvent{kind: kind, rv: s.rv, object: data}
 	s.history = append(s.history, event)
@@ -113,6 +119,36 @@ func (s *memStore) storeLocked(l *Lease, kind EventType) *Lease {
 		}
 	}
 	return decodeLease(panicker{}, data)
+}
+
+// withGenerationLocked sets the generation in data: the stored one, one more if spec changed.
+func (s *memStore) withGenerationLocked(data []byte, spec Spec) []byte {
+	generation := int64(1)
+	if s.object != nil {
+		prev := decodeLease(panicker{}, s.object)
+		generation = prev.Generation
+		if before, after := mustJSON(prev.Spec), mustJSON(spec); before != after {
+			generation++
+		}
+	}
+	var object map[string]any
+	if err := json.Unmarshal(data, &object); err != nil {
+		panic(err)
+	}
+	object["metadata"].(map[string]any)["generation"] = generation
+	data, err := json.Marshal(object)
+	if err != nil {
+		panic(err)
+	}
+	return data
+}
+
+func mustJSON(v any) string {
+	data, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
 }
 
 func (s *memStore) List(context.Context, string, string) (*Lease, string, error) {

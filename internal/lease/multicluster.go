@@ -37,8 +37,13 @@ type heartbeat struct {
 
 // confirmedUntil is until when the controller's answer on l lets identity act: the latest of our writes
 // that the answer covers, plus ConfirmedFor (the backend renewal that confirmed it was sent after that
-// write). Zero when the answer names someone else or covers none of our writes.
-func confirmedUntil(l *Lease, identity string, writes []heartbeat) time.Time {
+// write), and no longer than the renew deadline after that write. A Lease's holder stops the renew
+// deadline after its last successful renewal; here a renewal succeeds only once confirmed, so a leader
+// cut off from the global backend stops at most the renew deadline after its last confirmed heartbeat,
+// and another cluster can win no sooner than the TTL after it: the margin is the lease duration less the
+// renew deadline, not the tenth of the TTL that ConfirmedFor alone would leave. Zero when the answer names
+// someone else or covers none of our writes.
+func confirmedUntil(l *Lease, identity string, writes []heartbeat, renewDeadline time.Duration) time.Time {
 	holder, observed, ok := globalAnswer(l)
 	if !ok || holder != identity || l.Spec.LeaseDurationSeconds == 0 {
 		return time.Time{}
@@ -52,5 +57,5 @@ func confirmedUntil(l *Lease, identity string, writes []heartbeat) time.Time {
 	if latest.IsZero() {
 		return time.Time{}
 	}
-	return latest.Add(ConfirmedFor(l.Spec.LeaseDurationSeconds))
+	return latest.Add(min(ConfirmedFor(l.Spec.LeaseDurationSeconds), renewDeadline))
 }

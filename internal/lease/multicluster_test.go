@@ -12,22 +12,25 @@ func TestConfirmedUntil(t *testing.T) {
 		return &Lease{Generation: 6, Spec: Spec{HolderIdentity: "a-0", LeaseDurationSeconds: 5},
 			Global: &GlobalAnswer{Holder: holder, ObservedGeneration: observed}}
 	}
+	const longDeadline = 4900 * time.Millisecond // longer than 90% of the 5 s TTL
 	tests := []struct {
-		name   string
-		lease  *Lease
-		writes []heartbeat
-		want   time.Time
+		name          string
+		lease         *Lease
+		writes        []heartbeat
+		renewDeadline time.Duration
+		want          time.Time
 	}{
-		{"an answer to the latest write: its start plus 90% of the TTL", answer("a-0", 6), writes, t0.Add(2*time.Second + 4500*time.Millisecond)},
-		{"an answer to an earlier write counts from that write", answer("a-0", 5), writes, t0.Add(time.Second + 4500*time.Millisecond)},
-		{"an answer to none of our writes grants nothing", answer("a-0", 3), writes, time.Time{}},
-		{"an answer naming another candidate grants nothing", answer("b-0", 6), writes, time.Time{}},
-		{"no writes, nothing to confirm", answer("a-0", 6), nil, time.Time{}},
-		{"a plain Lease carries no answer", &Lease{Spec: Spec{LeaseDurationSeconds: 5}}, writes, time.Time{}},
+		{"an answer to the latest write: its start plus 90% of the TTL", answer("a-0", 6), writes, longDeadline, t0.Add(2*time.Second + 4500*time.Millisecond)},
+		{"an answer to an earlier write counts from that write", answer("a-0", 5), writes, longDeadline, t0.Add(time.Second + 4500*time.Millisecond)},
+		{"a renew deadline shorter than 90% of the TTL ends the term at the deadline after the write", answer("a-0", 6), writes, 3 * time.Second, t0.Add(2*time.Second + 3*time.Second)},
+		{"an answer to none of our writes grants nothing", answer("a-0", 3), writes, longDeadline, time.Time{}},
+		{"an answer naming another candidate grants nothing", answer("b-0", 6), writes, longDeadline, time.Time{}},
+		{"no writes, nothing to confirm", answer("a-0", 6), nil, longDeadline, time.Time{}},
+		{"a plain Lease carries no answer", &Lease{Spec: Spec{LeaseDurationSeconds: 5}}, writes, longDeadline, time.Time{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := confirmedUntil(tt.lease, "a-0", tt.writes); !got.Equal(tt.want) {
+			if got := confirmedUntil(tt.lease, "a-0", tt.writes, tt.renewDeadline); !got.Equal(tt.want) {
 				t.Errorf("confirmedUntil() = %s, want %s", got, tt.want)
 			}
 		})

@@ -63,6 +63,24 @@ type election struct {
 	// as client-go's elector does: never from the renewTime another machine wrote.
 	holder               string
 	renewTime, changedAt time.Time
+	// yieldUntil: this cluster ended its own term (its candidate released or fell silent) and leaves the
+	// free key to the other clusters until then, so that a graceful handover goes to a waiting cluster
+	// whenever there is one, not to whichever of it and a local follower claims first.
+	yieldUntil time.Time
+}
+
+// yieldFor is how long a cluster that ended its own term leaves the key to the other clusters: long
+// enough for a waiting cluster's controller to see the key go and claim it (a watch event and three
+// backend round trips), short against the term (a tenth of the TTL, at most one backend call's bound),
+// since a release with no other cluster waiting hands over within the releasing cluster only after it.
+func yieldFor(ttl time.Duration) time.Duration { return min(ttl/10, backendTimeout) }
+
+// mayClaim reports whether this cluster may claim a free key at now, or else how long it still yields.
+func (e *election) mayClaim(now time.Time) (time.Duration, bool) {
+	if wait := e.yieldUntil.Sub(now); wait > 0 {
+		return wait, false
+	}
+	return 0, true
 }
 
 // SetupWithManager runs the controller on the manager's elected replica, woken by MultiClusterLease
@@ -112,7 +130,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		// holder before another cluster can win; if status cannot be written, the term is left to expire
 		// by its TTL, which is never sooner than the validUntil already published.
 		term := *e.term
-		e.term = nil
+		e.term, e.yieldUntil = nil, now.Add(yieldFor(ttl))
 		if err := c.writeStatus(ctx, mcl, statusNone(mcl)); err != nil {
 			log.Error(err, "Could not withdraw the global leader from status; the term ends by its TTL", "holder", term.Claim.Holder)
 			return ctrl.Result{}, err
@@ -171,10 +189,15 @@ func (c *Controller) campaign(ctx context.Context, log logr.Logger, mcl *v1alpha
 		if err := c.writeStatus(ctx, mcl, statusNone(mcl)); err != nil {
 			return ctrl.Result{}, err
 		}
+		e.yieldUntil = c.Clock.Now().Add(yieldFor(ttl))
 		c.resign(log, held)
 		return requeueIf(true), nil
 	}
 	if err == nil && !ok {
+		if wait, may := e.mayClaim(c.Clock.Now()); !may {
+			// The backend's watch wakes us if another cluster claims meanwhile.
+			return ctrl.Result{RequeueAfter: wait}, c.writeStatus(ctx, mcl, statusNone(mcl))
+		}
 		sent := c.Clock.Now()
 		var won bool
 		held, won, err = c.Backend.Campaign(callCtx, key, Claim{Cluster: c.Cluster, Holder: candidate}, ttl)

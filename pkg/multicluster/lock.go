@@ -194,30 +194,68 @@ func (e *NotConfirmedError) Error() string { return "multicluster: not the globa
 // An answer naming another leader does not end the wait: the controller may win for this candidate a
 // moment later (the other cluster's term ended), and a candidate still waiting takes over at once instead
 // of at its next retry. Only the timeout ends it.
+//
+// A term won late in the wait is measured from a heartbeat written too long ago for client-go's rule (a
+// retry period plus a renew deadline from now). The term is this candidate's all the same, so it writes
+// another heartbeat at once and waits for that one's confirmation, which the controller sends with a
+// backend renewal made after it: the term then counts from now, one round trip later, instead of being
+// refused until the next retry.
 func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease, started time.Time) error {
+	need := l.cfg.RetryPeriod + l.cfg.RenewDeadline
+	grants := v1alpha1.ConfirmedFor(ptr.Deref(written.Spec.LeaseDurationSeconds, 0))
+	if grants < need {
+		return &NotConfirmedError{Reason: fmt.Sprintf("a confirmed heartbeat lets a candidate act for %s (90%% of the lease duration), less than a retry period plus a renew deadline (%s); lengthen the lease duration, or shorten the renew deadline or the retry period",
+			grants, need)}
+	}
 	ctx, cancel := context.WithTimeout(ctx, l.cfg.ConfirmTimeout)
 	defer cancel()
-	status, err := l.awaitConfirmation(ctx, written)
-	if status == nil {
-		return &NotConfirmedError{Reason: fmt.Sprintf("the election controller did not answer generation %d within %s (%v)",
-			written.Generation, l.cfg.ConfirmTimeout, err)}
-	}
-	if confirmed, _ := status.Confirms(l.cfg.Identity, written.Generation); !confirmed {
-		who := "nobody"
-		if status.GlobalHolder != "" {
-			who = fmt.Sprintf("%s of cluster %s (term %d)", status.GlobalHolder, status.HolderCluster, status.FencingToken)
+	for {
+		status, err := l.awaitConfirmation(ctx, written)
+		if status == nil {
+			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller did not answer generation %d within %s (%v)",
+				written.Generation, l.cfg.ConfirmTimeout, err)}
 		}
-		return &NotConfirmedError{Reason: who + " leads"}
+		if confirmed, _ := status.Confirms(l.cfg.Identity, written.Generation); !confirmed {
+			who := "nobody"
+			if status.GlobalHolder != "" {
+				who = fmt.Sprintf("%s of cluster %s (term %d)", status.GlobalHolder, status.HolderCluster, status.FencingToken)
+			}
+			return &NotConfirmedError{Reason: who + " leads"}
+		}
+		until := started.Add(grants)
+		now := l.cfg.Clock.Now()
+		if !now.Add(need).After(until) {
+			l.mu.Lock()
+			l.until = until
+			l.mu.Unlock()
+			return nil
+		}
+		again, startedAgain, err := l.heartbeat(ctx)
+		if err != nil {
+			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d %s after its write, later than the %s a confirmation may take (90%% of the lease duration less a retry period and a renew deadline), and the heartbeat written to be confirmed afresh failed: %v",
+				written.Generation, now.Sub(started), grants-need, err)}
+		}
+		written, started = again, startedAgain
 	}
-	until := started.Add(v1alpha1.ConfirmedFor(ptr.Deref(written.Spec.LeaseDurationSeconds, 0)))
-	if need := l.cfg.Clock.Now().Add(l.cfg.RetryPeriod + l.cfg.RenewDeadline); need.After(until) {
-		return &NotConfirmedError{Reason: fmt.Sprintf("the term is confirmed until %s, sooner than a retry period plus a renew deadline (%s) from now; lengthen the lease duration",
-			until.Format(time.RFC3339Nano), l.cfg.RetryPeriod+l.cfg.RenewDeadline)}
-	}
+}
+
+// heartbeat writes the spec again, as it stands, with a new renewTime: a new generation for the
+// controller to confirm. It returns the written object and when the write began.
+func (l *Lock) heartbeat(ctx context.Context) (*v1alpha1.MultiClusterLease, time.Time, error) {
 	l.mu.Lock()
-	l.until = until
+	next := l.current.DeepCopy()
 	l.mu.Unlock()
-	return nil
+	if ptr.Deref(next.Spec.HolderIdentity, "") != l.cfg.Identity {
+		return nil, time.Time{}, fmt.Errorf("the spec names %q now", ptr.Deref(next.Spec.HolderIdentity, ""))
+	}
+	started := l.cfg.Clock.Now()
+	next.Spec.RenewTime = &metav1.MicroTime{Time: started}
+	updated := &v1alpha1.MultiClusterLease{}
+	if err := l.client.Put().Namespace(l.namespace).Resource(v1alpha1.Resource).Name(l.name).Body(next).Do(ctx).Into(updated); err != nil {
+		return nil, time.Time{}, err
+	}
+	l.setCurrent(updated)
+	return updated, started, nil
 }
 
 // awaitConfirmation watches the object from written's version until its status confirms written's

@@ -22,6 +22,7 @@ import (
 	"go.uber.org/zap"
 	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
@@ -35,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	mcl "github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -566,6 +568,150 @@ guards:
 		}
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
+
+	It("lets a waiting standby use a term won anywhere in its wait, and logs the handover as a function of when in the wait the release comes", func(ctx SpecContext) {
+		candidates, monitor := startWatched(1, 1)
+		// A standby's cycle under client-go: an Update (the fast path) waits up to the confirm timeout,
+		// the slow path's Update waits again, then client-go sleeps a retry period (with jitter) before
+		// the next cycle. The offsets cover the whole cycle from the start of its first wait.
+		var offsets []time.Duration
+		for offset := time.Duration(0); offset <= 2*mclRenewDeadline/2+2*mclRetryPeriod; offset += 250 * time.Millisecond {
+			for range *multiclusterRuns {
+				offsets = append(offsets, offset)
+			}
+		}
+		type point struct {
+			offset, handover time.Duration
+			inWait           bool
+		}
+		var curve []point
+		all := slices.Clone(candidates)
+		for run, offset := range offsets {
+			leader := eventuallySoleLeader(candidates, 15*time.Second)
+			standby := otherThan(candidates, leader)
+			began, inWait := standby.lock.cycleStart(ctx, offset)
+			time.Sleep(time.Until(began.Add(offset)))
+			released := time.Now()
+			leader.stop(true)
+			Eventually(standby.acting.Load, 3*mclLeaseDuration, 2*time.Millisecond).Should(BeTrue())
+			curve = append(curve, point{offset, time.Since(released), inWait()})
+
+			next := startCandidate(leader.cluster, fmt.Sprintf("%s-%d", leader.cluster.name, run+1))
+			candidates = append(slices.DeleteFunc(candidates, func(c *mclCandidate) bool { return c == leader }), next)
+			all = append(all, next)
+			monitor.follow(candidates)
+			Eventually(func() bool { return next.standing(ctx) }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+		}
+		var report strings.Builder
+		var inWait []time.Duration
+		fmt.Fprintf(&report, "release at, after the start of the standby's cycle | handover | the standby was waiting\n")
+		for _, p := range curve {
+			fmt.Fprintf(&report, "%s | %s | %v\n", p.offset, p.handover.Round(time.Millisecond), p.inWait)
+			if p.inWait {
+				inWait = append(inWait, p.handover)
+			}
+		}
+		AddReportEntry("multicluster handover curve", report.String())
+		multiclusterFigures.Durations("graceful handover, the release coming while the standby waits", inWait)
+		for _, c := range all {
+			Expect(c.lock.refusals()).To(BeEmpty(), "a term the controller won for %s was refused", c.id)
+		}
+		Expect(monitor.overlaps()).To(BeEmpty())
+	})
+
+	It("hands a released term to the waiting cluster, not to a follower of the releasing cluster that takes its spec at once", func(ctx SpecContext) {
+		for run := range max(5, *multiclusterRuns) {
+			newElection()
+			leader := startCandidate(a, "a-0")
+			Eventually(leader.acting.Load, 15*time.Second, 10*time.Millisecond).Should(BeTrue())
+			standby := startCandidate(b, "b-0")
+			candidates := []*mclCandidate{leader, standby}
+			DeferCleanup(stopAll, candidates)
+			Eventually(func() bool { return standby.standing(ctx) }, 10*time.Second, 20*time.Millisecond).Should(BeTrue())
+			follower := a.takeSpecOnRelease(ctx, "a-1")
+
+			By(fmt.Sprintf("run %d: a-0 releases; a-1 takes A's spec the moment it is free", run))
+			leader.stop(true)
+			Eventually(standby.acting.Load, 10*time.Second, 5*time.Millisecond).Should(BeTrue())
+			Expect(follower.stop()).To(BeTrue(), "a-1 stood for cluster A while the term was free")
+			Eventually(func(g Gomega) {
+				s := a.status(ctx, g)
+				g.Expect(s.GlobalHolder).To(Equal("b-0"))
+				g.Expect(s.HolderCluster).To(Equal("b"))
+			}, 5*time.Second, 20*time.Millisecond).Should(Succeed())
+			stopAll(candidates)
+		}
+	})
+
+	It("has hand-run agents log one Started and one Stopped leading per change of global leadership, and stop with the partition margin", func(ctx SpecContext) {
+		dir := GinkgoT().TempDir()
+		binary, err := framework.BuildAgent(dir)
+		Expect(err).NotTo(HaveOccurred())
+		const ns = "mcl-agents"
+		newElection()
+		currentNamespace = ns
+		DeferCleanup(func() { currentNamespace = mclNamespace })
+		agentOf := map[*mclCluster]*framework.Agent{}
+		for _, c := range []*mclCluster{a, b} {
+			Expect(c.plane.CreateNamespace(ctx, ns)).To(Succeed())
+			Expect(grantMultiClusterCandidate(ctx, c, ns)).To(Succeed())
+			pod, err := c.plane.CreatePod(ctx, ns, c.name+"-agent", dir, "")
+			Expect(err).NotTo(HaveOccurred())
+			agent, err := framework.StartAgent(binary, pod, currentElection, framework.AgentOptions{
+				LeaseKind: "MultiClusterLease",
+				Timing:    lease.Timing{LeaseDuration: mclLeaseDuration, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod},
+			})
+			Expect(err).NotTo(HaveOccurred())
+			stopAtCleanup(agent)
+			agentOf[c] = agent
+			if c == a {
+				soleAgentLeader([]*framework.Agent{agent}, 20*time.Second)
+			}
+		}
+		agents := []*framework.Agent{agentOf[a], agentOf[b]}
+		claims, _ := sampleAgentClaims(agents)
+		Eventually(func(g Gomega) {
+			m := &v1alpha1.MultiClusterLease{}
+			g.Expect(b.client.Get(ctx, client.ObjectKey{Namespace: ns, Name: currentElection}, m)).To(Succeed())
+			g.Expect(ptr.Deref(m.Spec.HolderIdentity, "")).To(Equal(agentOf[b].Pod.Identity()))
+		}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "B's agent stands for its cluster")
+		Consistently(agentOf[b].IsLeader, 2*time.Second, 50*time.Millisecond).Should(BeFalse())
+
+		started, stopped := map[*framework.Agent]int{agentOf[a]: 1}, map[*framework.Agent]int{}
+		var stepDowns, margins []time.Duration
+		for run := range max(2, *multiclusterRuns) {
+			leader := soleAgentLeader(agents, 20*time.Second)
+			cut, other := a, b
+			if leader == agentOf[b] {
+				cut, other = b, a
+			}
+			expectAgentsAgree(agents, leader, started, stopped)
+
+			By(fmt.Sprintf("run %d: black-holing %s's path to every etcd member", run, cut.name))
+			partitioned := time.Now()
+			cut.partition()
+			DeferCleanup(cut.heal)
+			Eventually(leader.IsLeader, mclLeaseDuration, 5*time.Millisecond).Should(BeFalse())
+			stepDown := time.Since(partitioned)
+			Eventually(agentOf[other].IsLeader, 3*mclLeaseDuration, 5*time.Millisecond).Should(BeTrue())
+			takeover := time.Since(partitioned)
+			stepDowns, margins = append(stepDowns, stepDown), append(margins, takeover-stepDown)
+			stopped[leader]++
+			started[agentOf[other]]++
+
+			By("healing: the cut cluster's agent follows, and says it leads no more than once")
+			cut.heal()
+			Eventually(func(g Gomega) {
+				g.Expect(cut.status(ctx, g).GlobalHolder).To(Equal(agentOf[other].Pod.Identity()))
+			}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+			Consistently(leader.IsLeader, time.Second, 20*time.Millisecond).Should(BeFalse())
+			expectAgentsAgree(agents, agentOf[other], started, stopped)
+		}
+		multiclusterFigures.Durations("partition, injected agents: the cut leader stops acting", stepDowns)
+		multiclusterFigures.Durations("partition, injected agents: from the cut leader's stop to the other cluster's start (margin)", margins)
+		_, overlaps := claims.Stop()
+		Expect(overlaps).To(BeEmpty())
+	})
 })
 
 func mclScheme() *runtime.Scheme {
@@ -977,10 +1123,19 @@ func (c *skewedClock) Now() time.Time {
 func (c *skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 // crashableLock is the library's lock in a process that can crash: once crashed, nothing it would write
-// reaches the API server, the elector's release on cancel included.
+// reaches the API server, the elector's release on cancel included. It records its calls: when each
+// write and wait for the controller's answer began and ended, and how it failed.
 type crashableLock struct {
 	*mcl.Lock
 	crashed atomic.Bool
+
+	mu    sync.Mutex
+	calls []lockCall
+}
+
+type lockCall struct {
+	began, ended time.Time
+	err          error
 }
 
 var errCrashed = errors.New("crashed")
@@ -989,12 +1144,164 @@ func (l *crashableLock) Create(ctx context.Context, ler resourcelock.LeaderElect
 	if l.crashed.Load() {
 		return errCrashed
 	}
-	return l.Lock.Create(ctx, ler)
+	return l.record(func() error { return l.Lock.Create(ctx, ler) })
 }
 
 func (l *crashableLock) Update(ctx context.Context, ler resourcelock.LeaderElectionRecord) error {
 	if l.crashed.Load() {
 		return errCrashed
 	}
-	return l.Lock.Update(ctx, ler)
+	if ler.HolderIdentity == "" {
+		return l.Lock.Update(ctx, ler) // a release waits for nothing
+	}
+	return l.record(func() error { return l.Lock.Update(ctx, ler) })
+}
+
+func (l *crashableLock) record(call func() error) error {
+	l.mu.Lock()
+	i := len(l.calls)
+	l.calls = append(l.calls, lockCall{began: time.Now()})
+	l.mu.Unlock()
+	err := call()
+	l.mu.Lock()
+	l.calls[i].ended, l.calls[i].err = time.Now(), err
+	l.mu.Unlock()
+	return err
+}
+
+// cycleStart waits for the standby's next retry cycle to begin (a call that starts more than half a
+// retry period after the one before it ended, not the slow path's second Update) and returns when it
+// began, and a report of whether a call of the lock was waiting offset after that.
+func (l *crashableLock) cycleStart(ctx context.Context, offset time.Duration) (time.Time, func() bool) {
+	l.mu.Lock()
+	from := len(l.calls)
+	l.mu.Unlock()
+	var began time.Time
+	Eventually(func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for i := max(from, 1); i < len(l.calls); i++ {
+			if prev := l.calls[i-1]; !prev.ended.IsZero() && l.calls[i].began.Sub(prev.ended) > mclRetryPeriod/2 {
+				began = l.calls[i].began
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 2*time.Millisecond).Should(BeTrue())
+	return began, func() bool {
+		at := began.Add(offset)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		for _, c := range l.calls {
+			if !c.began.After(at) && (c.ended.IsZero() || c.ended.After(at)) {
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// refusals are the calls that failed although the controller had confirmed the candidate: a won term
+// the lock did not let it use.
+func (l *crashableLock) refusals() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var refused []string
+	for _, c := range l.calls {
+		if c.err != nil && strings.Contains(c.err.Error(), "confirmed") {
+			refused = append(refused, c.err.Error())
+		}
+	}
+	return refused
+}
+
+// specTaker is a local candidate of one cluster that watches the spec and takes it the moment it is
+// released, as the agent's elector does (client-go's polls), then renews it every retry period.
+type specTaker struct {
+	cancel context.CancelFunc
+	done   chan struct{}
+	took   atomic.Bool
+}
+
+// takeSpecOnRelease runs a specTaker for id on the running spec's MultiClusterLease in c.
+func (c *mclCluster) takeSpecOnRelease(ctx context.Context, id string) *specTaker {
+	ctx, cancel := context.WithCancel(ctx)
+	t := &specTaker{cancel: cancel, done: make(chan struct{})}
+	key := client.ObjectKey{Namespace: currentNamespace, Name: currentElection}
+	go func() {
+		defer GinkgoRecover()
+		defer close(t.done)
+		for ctx.Err() == nil {
+			m := &v1alpha1.MultiClusterLease{}
+			if err := c.client.Get(ctx, key, m); err == nil {
+				holder := ptr.Deref(m.Spec.HolderIdentity, "")
+				if holder == "" || holder == id {
+					now := metav1.NowMicro()
+					m.Spec = v1alpha1.MultiClusterLeaseSpec{HolderIdentity: ptr.To(id), LeaseDurationSeconds: ptr.To(int32(mclLeaseDuration / time.Second)),
+						AcquireTime: &now, RenewTime: &now, LeaseTransitions: m.Spec.LeaseTransitions}
+					if c.client.Update(ctx, m) == nil && !t.took.Swap(true) {
+						select {
+						case <-ctx.Done():
+						case <-time.After(mclRetryPeriod):
+						}
+						continue
+					}
+				}
+			}
+			wait := 2 * time.Millisecond
+			if t.took.Load() {
+				wait = mclRetryPeriod
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(wait):
+			}
+		}
+	}()
+	return t
+}
+
+// stop ends the taker and reports whether it ever took the spec.
+func (t *specTaker) stop() bool {
+	t.cancel()
+	<-t.done
+	return t.took.Load()
+}
+
+// grantMultiClusterCandidate lets the test pods' service account stand on MultiClusterLeases in
+// namespace, as the chart's leasegate-multicluster-candidate ClusterRole does (spec only).
+func grantMultiClusterCandidate(ctx context.Context, c *mclCluster, namespace string) error {
+	rbac := c.plane.Client.RbacV1()
+	if _, err := rbac.Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{v1alpha1.GroupVersion.Group}, Resources: []string{v1alpha1.Resource},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch"}}},
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	_, err := rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "multicluster-candidate"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: framework.ServiceAccountName}},
+	}, metav1.CreateOptions{})
+	return err
+}
+
+// expectAgentsAgree checks that only leader says it leads, in /leader and in its is_leader metric, and
+// that each agent logged as many Started and Stopped leading lines as it had transitions.
+func expectAgentsAgree(agents []*framework.Agent, leader *framework.Agent, started, stopped map[*framework.Agent]int) {
+	GinkgoHelper()
+	Eventually(func(g Gomega) {
+		for _, agent := range agents {
+			status, err := agent.Leader()
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(status.IsLeader).To(Equal(agent == leader), "/leader of %s", agent.Pod.Name)
+			metric, err := agent.Metric("leasegate_agent_is_leader")
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(metric).To(Equal(map[bool]float64{true: 1, false: 0}[agent == leader]), "is_leader of %s", agent.Pod.Name)
+			logs := agent.Logs()
+			g.Expect(strings.Count(logs, `msg="Started leading"`)).To(Equal(started[agent]), "Started leading lines of %s:\n%s", agent.Pod.Name, logs)
+			g.Expect(strings.Count(logs, `msg="Stopped leading"`)).To(Equal(stopped[agent]), "Stopped leading lines of %s:\n%s", agent.Pod.Name, logs)
+		}
+	}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
 }
