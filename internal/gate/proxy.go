@@ -372,7 +372,11 @@ func unanswered(cause error, reached bool) int {
 
 // proxyError answers when ReverseProxy could not get the app's answer (see unanswered).
 func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	e := r.Context().Value(exchangeKey{}).(*exchange)
+	e, ok := r.Context().Value(exchangeKey{}).(*exchange)
+	if !ok {
+		badGateway(w, r, err)
+		return
+	}
 	reached, cause := e.reached.Load(), e.stopped()
 	switch code := unanswered(cause, reached); {
 	case code == http.StatusServiceUnavailable:
