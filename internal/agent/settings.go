@@ -269,7 +269,7 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{contract.EnvGateMethods, "gate-methods", "HTTP methods only the leader may serve, comma-separated", false, stringValue{&s.Gate.Methods}},
 		{contract.EnvGateGRPCMethods, "gate-grpc-methods", "gRPC methods only the leader may serve: * or /package.Service/Method and /package.Service/*, comma-separated", false, stringValue{&s.Gate.GRPCMethods}},
 		{contract.EnvGateElection, "gate-election", "the election whose leader may mutate (required with several)", false, stringValue{&s.Gate.Election}},
-		{contract.EnvGateBodyTimeout, "gate-body-timeout", "how long a request's body may take to arrive at the gate, when it forwards the body whole (at most 10m)", false, durationValue{&s.Gate.BodyTimeout}},
+		{contract.EnvGateBodyTimeout, "gate-body-timeout", "how long a request's body may take to arrive, from the request's arrival: bodies the gate forwards whole, and mutations' streamed bodies but gRPC calls' (at most 10m)", false, durationValue{&s.Gate.BodyTimeout}},
 		{contract.EnvOnLoss, "on-loss", "when a lease this pod held is lost: keep (report it) or restart (evict this pod through the Eviction API, so it returns as a follower)", false, stringValue{&s.OnLoss}},
 		{contract.EnvLeaseKind, "lease-kind", "what the elections elect on: Lease, or MultiClusterLease (one leader across clusters, confirmed by leasegate's election controller)", false, stringValue{&s.LeaseKind}},
 		{contract.EnvOnLossElection, "on-loss-election", "the election whose loss restarts the pod (the only one when empty)", false, stringValue{&s.OnLossElection}},

@@ -85,15 +85,16 @@ func (a *bodyApp) served() []string {
 	return append([]string(nil), a.got...)
 }
 
-// gateFor is a gate in front of app following l, with the body timeout given.
-func gateFor(t *testing.T, app string, l Leadership, bodyTimeout time.Duration) (*Gate, string) {
+// gateFor is a gate in front of app following l, with the body timeout given, and its metrics.
+func gateFor(t *testing.T, app string, l Leadership, bodyTimeout time.Duration) (*Gate, string, *prometheus.Registry) {
 	t.Helper()
 	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
-	g, err := New(app, policy, l, prometheus.NewRegistry(), bodyTimeout)
+	registry := prometheus.NewRegistry()
+	g, err := New(app, policy, l, registry, bodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return g, strings.TrimPrefix(h2cServer(t, g).URL, "http://")
+	return g, strings.TrimPrefix(h2cServer(t, g).URL, "http://"), registry
 }
 
 // rawRequest opens a connection to the gate and writes head, the start of a request.
@@ -113,20 +114,35 @@ func rawRequest(t *testing.T, addr, head string) (net.Conn, *bufio.Reader) {
 
 func readAnswer(t *testing.T, r *bufio.Reader) (int, string) {
 	t.Helper()
+	resp, body := readResponse(t, r)
+	return resp.StatusCode, body
+}
+
+func readResponse(t *testing.T, r *bufio.Reader) (*http.Response, string) {
+	t.Helper()
 	resp, err := http.ReadResponse(r, nil)
 	if err != nil {
 		t.Fatalf("reading the gate's answer: %v", err)
 	}
 	defer resp.Body.Close()
 	body, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(body)
+	return resp, string(body)
+}
+
+// mayHaveActed checks a 502 that says the app got part of the request: never a Retry-After, which
+// would tell the client it may send it again.
+func mayHaveActed(t *testing.T, resp *http.Response, body, why string) {
+	t.Helper()
+	if resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Retry-After") != "" || !strings.Contains(body, why) || !strings.Contains(body, "may have acted on it") {
+		t.Errorf("got %d (Retry-After %q) %q, want a 502 without Retry-After saying %q and that the app may have acted", resp.StatusCode, resp.Header.Get("Retry-After"), body, why)
+	}
 }
 
 func TestGateDecidesAgainOnceTheBodyIsIn(t *testing.T) {
 	t.Run("a mutation whose body arrives after the pod stopped leading is refused, and the app never gets it", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		_, gate := gateFor(t, addr, l, DefaultBodyTimeout)
+		_, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
 		conn, r := rawRequest(t, gate, "POST /orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 10\r\n\r\n")
 		<-l.asked // the gate decided on the head while this pod led
 		l.leading.Store(false)
@@ -139,12 +155,31 @@ func TestGateDecidesAgainOnceTheBodyIsIn(t *testing.T) {
 		}
 	})
 
-	t.Run("a body that does not arrive within the body timeout is a 408, and the app never gets it", func(t *testing.T) {
+	t.Run("a body that does not arrive within the body timeout is a 408, the app never gets it, and it counts as incomplete", func(t *testing.T) {
 		app, addr := newBodyApp(t)
-		_, gate := gateFor(t, addr, newWatchedLeadership(), 100*time.Millisecond)
+		_, gate, registry := gateFor(t, addr, newWatchedLeadership(), 100*time.Millisecond)
 		_, r := rawRequest(t, gate, "POST /orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 10\r\n\r\n{\"item\"")
 		if code, body := readAnswer(t, r); code != http.StatusRequestTimeout || !strings.Contains(body, "did not arrive within 100ms") {
 			t.Errorf("got %d %q, want 408 naming the timeout", code, body)
+		}
+		if got := app.served(); len(got) != 0 {
+			t.Errorf("the app got %q", got)
+		}
+		if passed, incomplete := requests(t, registry, "mutation", "passed"), requests(t, registry, "mutation", "incomplete"); passed != 0 || incomplete != 1 {
+			t.Errorf("counted %v passed and %v incomplete, want the one incomplete", passed, incomplete)
+		}
+	})
+
+	t.Run("a body whose client goes away counts as incomplete", func(t *testing.T) {
+		app, addr := newBodyApp(t)
+		_, gate, registry := gateFor(t, addr, newWatchedLeadership(), DefaultBodyTimeout)
+		conn, _ := rawRequest(t, gate, "POST /orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 10\r\n\r\n{\"item\"")
+		conn.Close()
+		for requests(t, registry, "mutation", "incomplete")+requests(t, registry, "mutation", "passed") == 0 {
+			time.Sleep(5 * time.Millisecond) // the gate counts it when its handler returns
+		}
+		if passed, incomplete := requests(t, registry, "mutation", "passed"), requests(t, registry, "mutation", "incomplete"); passed != 0 || incomplete != 1 {
+			t.Errorf("counted %v passed and %v incomplete, want the one incomplete", passed, incomplete)
 		}
 		if got := app.served(); len(got) != 0 {
 			t.Errorf("the app got %q", got)
@@ -158,7 +193,7 @@ func TestGateDecidesAgainOnceTheBodyIsIn(t *testing.T) {
 			_, _ = io.WriteString(w, "slow but whole")
 		}))
 		t.Cleanup(app.Close)
-		_, gate := gateFor(t, strings.TrimPrefix(app.URL, "http://"), newWatchedLeadership(), 100*time.Millisecond)
+		_, gate, _ := gateFor(t, strings.TrimPrefix(app.URL, "http://"), newWatchedLeadership(), 100*time.Millisecond)
 		resp, err := http.Post("http://"+gate+"/orders", "application/json", strings.NewReader(`{"item":1}`))
 		if err != nil {
 			t.Fatal(err)
@@ -176,16 +211,18 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 	const head = "POST /orders HTTP/1.1\r\nHost: shop\r\nTransfer-Encoding: chunked\r\n\r\n"
 	chunk := func(s string) string { return fmt.Sprintf("%x\r\n%s\r\n", len(s), s) }
 
-	t.Run("a piece that arrives after the pod stopped leading is not passed, and the app never gets the end", func(t *testing.T) {
+	t.Run("a piece that arrives after the pod stopped leading is not passed, the app never gets the end, and the client is not told to retry what the app began to get", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		_, gate := gateFor(t, addr, l, DefaultBodyTimeout)
+		_, gate, registry := gateFor(t, addr, l, DefaultBodyTimeout)
 		conn, r := rawRequest(t, gate, head+chunk("first piece"))
 		<-app.started
 		l.leading.Store(false)
 		_, _ = io.WriteString(conn, chunk("second piece")+"0\r\n\r\n")
-		if code, body := readAnswer(t, r); code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
-			t.Errorf("got %d %q, want the follower's 503", code, body)
+		resp, body := readResponse(t, r)
+		mayHaveActed(t, resp, body, "stopped leading")
+		if got := requests(t, registry, "mutation", "gated"); got != 1 {
+			t.Errorf("counted %v gated, want 1", got)
 		}
 		<-app.finished
 		if got := app.served(); len(got) != 1 || got[0] != "cut" {
@@ -196,14 +233,13 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 	t.Run("Lost cuts a body that is streaming, without waiting for its next piece", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		g, gate := gateFor(t, addr, l, DefaultBodyTimeout)
+		g, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
 		_, r := rawRequest(t, gate, head+chunk("first piece"))
 		<-app.started
 		l.leading.Store(false)
 		g.Lost()
-		if code, body := readAnswer(t, r); code != http.StatusServiceUnavailable || !strings.Contains(body, "not the leader") {
-			t.Errorf("got %d %q, want the follower's 503", code, body)
-		}
+		resp, body := readResponse(t, r)
+		mayHaveActed(t, resp, body, "stopped leading")
 		<-app.finished
 		if got := app.served(); len(got) != 1 || got[0] != "cut" {
 			t.Errorf("the app got %q, want its body cut", got)
@@ -213,7 +249,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 	t.Run("Lost cuts an HTTP/2 body that is streaming", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		g, gate := gateFor(t, addr, l, DefaultBodyTimeout)
+		g, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
 		body, send := io.Pipe()
 		defer send.Close()
 		go func() { _, _ = io.WriteString(send, "first piece") }()
@@ -232,8 +268,8 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 		<-app.started
 		l.leading.Store(false)
 		g.Lost()
-		if resp := <-answered; resp == nil || resp.StatusCode != http.StatusServiceUnavailable {
-			t.Errorf("got %v, want the follower's 503", resp)
+		if resp := <-answered; resp == nil || resp.StatusCode != http.StatusBadGateway || resp.Header.Get("Retry-After") != "" {
+			t.Errorf("got %v, want a 502 without Retry-After: the app had part of the body", resp)
 		}
 		<-app.finished
 		if got := app.served(); len(got) != 1 || got[0] != "cut" {
@@ -243,7 +279,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 
 	t.Run("a streamed body that ends while the pod leads arrives whole, and Lost after it leaves the answer alone", func(t *testing.T) {
 		app, addr := newBodyApp(t)
-		g, gate := gateFor(t, addr, newWatchedLeadership(), DefaultBodyTimeout)
+		g, gate, _ := gateFor(t, addr, newWatchedLeadership(), DefaultBodyTimeout)
 		conn, r := rawRequest(t, gate, head+chunk("first piece"))
 		<-app.started
 		_, _ = io.WriteString(conn, chunk(", second piece")+"0\r\n\r\n")
@@ -257,16 +293,55 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 		}
 	})
 
+	t.Run("a streamed mutation's body that does not arrive within the body timeout is cut, and counts as incomplete", func(t *testing.T) {
+		app, addr := newBodyApp(t)
+		_, gate, registry := gateFor(t, addr, newWatchedLeadership(), 100*time.Millisecond)
+		_, r := rawRequest(t, gate, head+chunk("first piece"))
+		resp, body := readResponse(t, r)
+		mayHaveActed(t, resp, body, "did not arrive within the body timeout (100ms)")
+		<-app.finished
+		if got := app.served(); len(got) != 1 || got[0] != "cut" {
+			t.Errorf("the app got %q, want its body cut", got)
+		}
+		if got := requests(t, registry, "mutation", "incomplete"); got != 1 {
+			t.Errorf("counted %v incomplete, want 1", got)
+		}
+	})
+
 	t.Run("reads stream unguarded on a follower", func(t *testing.T) {
 		_, addr := newBodyApp(t)
 		l := newWatchedLeadership()
 		l.leading.Store(false)
-		_, gate := gateFor(t, addr, l, DefaultBodyTimeout)
+		_, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
 		_, r := rawRequest(t, gate, "GET /search HTTP/1.1\r\nHost: shop\r\nTransfer-Encoding: chunked\r\n\r\n"+chunk("query")+"0\r\n\r\n")
 		if code, body := readAnswer(t, r); code != http.StatusOK || body != "done" {
 			t.Errorf("got %d %q, want the app's answer", code, body)
 		}
 	})
+}
+
+func TestUnansweredTellsARetryOnlyWhenTheAppGotNothing(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		cause   error
+		reached bool
+		want    int
+	}{
+		{name: "leadership lost before anything was written toward the app: the follower's 503", cause: errLost, want: http.StatusServiceUnavailable},
+		{name: "leadership lost after the head was written: 502, the app may have acted", cause: errLost, reached: true, want: http.StatusBadGateway},
+		{name: "the body timed out before anything was written: 408", cause: errBodyTimeout, want: http.StatusRequestTimeout},
+		{name: "the body timed out after the head was written: 502", cause: errBodyTimeout, reached: true, want: http.StatusBadGateway},
+		{name: "the client went away before anything was written: 400", cause: errIncomplete, want: http.StatusBadRequest},
+		{name: "the client went away after the head was written: 502", cause: errIncomplete, reached: true, want: http.StatusBadGateway},
+		{name: "the app could not be reached: 502", want: http.StatusBadGateway},
+		{name: "the app broke the exchange: 502", reached: true, want: http.StatusBadGateway},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := unanswered(tt.cause, tt.reached); got != tt.want {
+				t.Errorf("unanswered(%v, %v) = %d, want %d", tt.cause, tt.reached, got, tt.want)
+			}
+		})
+	}
 }
 
 func TestGateConnectionPool(t *testing.T) {

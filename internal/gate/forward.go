@@ -404,14 +404,84 @@ func (c *upstreamConn) unlimit() { c.limited = false }
 // peekConnection keeps the Connection header of the answer head at the front of the reader, when the
 // head fits the reader's buffer (4 KiB), without consuming it.
 func (c *upstreamConn) peekConnection() {
-	c.connection = c.connection[:0]
-	head := c.peekHead()
+	c.connection = connectionValues(c.connection[:0], c.peekHead())
+}
+
+// connectionValues appends the values of the Connection header lines in head to values.
+func connectionValues(values []string, head []byte) []string {
 	for len(head) > 0 {
 		line, rest, _ := bytes.Cut(head, []byte("\n"))
 		if len(line) > len("connection:") && bytes.EqualFold(line[:len("connection:")], []byte("connection:")) {
-			c.connection = append(c.connection, string(bytes.TrimSpace(line[len("connection:"):])))
+			values = append(values, string(bytes.TrimSpace(line[len("connection:"):])))
 		}
 		head = rest
+	}
+	return values
+}
+
+// headConn is a connection of ReverseProxy's HTTP/1 transport to the app. It reads the Connection
+// header of each final answer head as the head passes: net/http's client drops the whole header when
+// it says close, and with it the names of the headers that the client must not get (RFC 9110, 7.6.1).
+type headConn struct {
+	net.Conn
+
+	mu sync.Mutex
+	// reading: a request was sent (expect) and the final head of its answer has not ended; head holds
+	// what of the answer's heads was read meanwhile; values are the final head's Connection values.
+	reading bool
+	head    []byte
+	values  []string
+}
+
+// expect readies c for the answer to the request about to be written on it.
+func (c *headConn) expect() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.reading, c.head, c.values = true, c.head[:0], c.values[:0]
+}
+
+// connection is the Connection values of the final head of the last answer read.
+func (c *headConn) connection() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.values
+}
+
+func (c *headConn) Read(p []byte) (int, error) {
+	n, err := c.Conn.Read(p)
+	if n > 0 {
+		c.mu.Lock()
+		if c.reading {
+			c.take(p[:n])
+		}
+		c.mu.Unlock()
+	}
+	return n, err
+}
+
+// take reads b, the next bytes of the answer, up to the end of its final head: informational heads
+// (1xx but 101) come before it.
+func (c *headConn) take(b []byte) {
+	c.head = append(c.head, b...)
+	for {
+		end := headEnd(c.head)
+		if end < 0 {
+			if len(c.head) > maxResponseHead {
+				c.reading, c.head = false, nil // the transport refuses the answer
+			}
+			return
+		}
+		status, _, _ := bytes.Cut(c.head, []byte("\n"))
+		if fields := bytes.Fields(status); len(fields) < 2 || len(fields[1]) != 3 || fields[1][0] != '1' || string(fields[1]) == "101" {
+			c.values = connectionValues(c.values, c.head[:end])
+			c.reading, c.head = false, c.head[:0]
+			return
+		}
+		sep := len("\n\n")
+		if bytes.HasPrefix(c.head[end:], []byte("\n\r\n")) {
+			sep = len("\n\r\n")
+		}
+		c.head = c.head[:copy(c.head, c.head[end+sep:])]
 	}
 }
 

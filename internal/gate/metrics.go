@@ -9,6 +9,9 @@ import (
 const (
 	outcomePassed = "passed"
 	outcomeGated  = "gated"
+	// outcomeIncomplete: the request's body did not arrive whole (the client went away, broke its
+	// framing, or was slower than the body timeout), so the app never got the request whole.
+	outcomeIncomplete = "incomplete"
 )
 
 // metrics are the gate's series, all in one place. The series are resolved once, not per request.
@@ -24,7 +27,7 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 	}{
 		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "leasegate_gate_requests_total",
-			Help: "Requests through the mutation gate, by class (read or mutation) and outcome (passed to the app, or gated: answered 503 or UNAVAILABLE because this pod does not lead).",
+			Help: "Requests through the mutation gate, by class (read or mutation) and outcome (passed to the app; gated: stopped because this pod does not lead, answered 503 or UNAVAILABLE, or 502 when part of a streamed body had reached the app; incomplete: the body did not arrive whole, the client gone or slower than the body timeout).",
 		}, []string{"class", "outcome"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "leasegate_gate_request_duration_seconds",
@@ -34,7 +37,7 @@ func newMetrics(registry prometheus.Registerer) *metrics {
 	}
 	registry.MustRegister(vecs.requests, vecs.duration)
 	m := &metrics{requests: map[[2]string]prometheus.Counter{}, duration: map[string]prometheus.Observer{}}
-	for _, outcome := range []string{outcomePassed, outcomeGated} {
+	for _, outcome := range []string{outcomePassed, outcomeGated, outcomeIncomplete} {
 		for _, class := range []string{classRead, classMutation} {
 			m.requests[[2]string{class, outcome}] = vecs.requests.WithLabelValues(class, outcome)
 		}

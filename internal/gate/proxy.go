@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/http/httputil"
 	"net/url"
 	"os"
@@ -49,7 +51,7 @@ type Gate struct {
 
 	// streaming are the mutations whose bodies are still streaming to the app; Lost cuts them.
 	mu        sync.Mutex
-	streaming map[*guardedBody]struct{}
+	streaming map[*exchange]struct{}
 }
 
 // New returns a gate in front of upstream ("127.0.0.1:<the app's port>"); a forwarded request's body
@@ -63,6 +65,9 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 	}
 	target := &url.URL{Scheme: "http", Host: upstream}
 	rewrite := func(pr *httputil.ProxyRequest) {
+		if e, ok := pr.In.Context().Value(exchangeKey{}).(*exchange); ok {
+			pr.Out = pr.Out.WithContext(httptrace.WithClientTrace(pr.Out.Context(), e.trace()))
+		}
 		pr.SetURL(target)
 		pr.Out.Host = pr.In.Host // the app sees the Host its clients asked for
 		pr.SetXForwarded()
@@ -75,7 +80,19 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 	// then undid by decompressing the answer).
 	h2c := &http.Transport{Protocols: new(http.Protocols), MaxIdleConnsPerHost: 64, DisableCompression: true}
 	h2c.Protocols.SetUnencryptedHTTP2(true)
-	http1 := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: idleUpstreamTimeout, DisableCompression: true}
+	// The HTTP/1 transport's connections read the Connection header of each answer before net/http
+	// drops it (see headConn); its heads are bounded as the forwarder's are.
+	dialer := &net.Dialer{Timeout: 5 * time.Second}
+	http1 := &http.Transport{
+		MaxIdleConnsPerHost: 64, IdleConnTimeout: idleUpstreamTimeout, DisableCompression: true, MaxResponseHeaderBytes: maxResponseHead,
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			conn, err := dialer.DialContext(ctx, network, addr)
+			if err != nil {
+				return nil, err
+			}
+			return &headConn{Conn: conn}, nil
+		},
+	}
 	g := &Gate{
 		policy:      policy,
 		leader:      leader,
@@ -83,13 +100,13 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 		forward:     newForwarder(upstream),
 		transports:  []*http.Transport{http1, h2c},
 		metrics:     newMetrics(registry),
-		streaming:   map[*guardedBody]struct{}{},
+		streaming:   map[*exchange]struct{}{},
 	}
 	// FlushInterval 0: a response of known length goes out in one write. Streamed ones (server-sent
 	// events, gRPC, anything without a Content-Length) are flushed as they come: ReverseProxy does so
 	// for them whatever this says.
-	g.reverseProxy = &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: g.proxyError, ModifyResponse: checkStatus, BufferPool: buffers}
-	g.grpc = &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: g.proxyError, ModifyResponse: checkStatus, BufferPool: buffers}
+	g.reverseProxy = &httputil.ReverseProxy{Rewrite: rewrite, Transport: http1, FlushInterval: 0, ErrorHandler: g.proxyError, ModifyResponse: checkAnswer, BufferPool: buffers}
+	g.grpc = &httputil.ReverseProxy{Rewrite: rewrite, Transport: h2c, FlushInterval: 0, ErrorHandler: g.proxyError, ModifyResponse: checkAnswer, BufferPool: buffers}
 	return g, nil
 }
 
@@ -154,14 +171,14 @@ func (g *Gate) forwardWhole(w http.ResponseWriter, r *http.Request, req Request,
 	defer buffers.Put(buf)
 	body := buf[:r.ContentLength]
 	if len(body) > 0 {
-		if err := g.readBody(w, r, body); err != nil {
+		if err := g.readBody(w, r, body, start); err != nil {
 			code := http.StatusBadRequest
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				code = http.StatusRequestTimeout
 				err = fmt.Errorf("it did not arrive within %s", g.bodyTimeout)
 			}
 			http.Error(w, "leasegate gate: reading the request's body: "+err.Error(), code)
-			g.metrics.observe(mutates, outcomePassed, start)
+			g.metrics.observe(mutates, outcomeIncomplete, start)
 			return
 		}
 		if mutates && g.refused(w, req, start) {
@@ -174,10 +191,11 @@ func (g *Gate) forwardWhole(w http.ResponseWriter, r *http.Request, req Request,
 	g.forward.forward(w, r, body, buf)
 }
 
-// readBody reads r's body into body, all of it within the body timeout.
-func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, body []byte) error {
-	rc := http.NewResponseController(w)
-	_ = rc.SetReadDeadline(time.Now().Add(g.bodyTimeout))
+// readBody reads r's body into body, all of it within the body timeout from start, the request's
+// arrival.
+func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, body []byte, start time.Time) error {
+	client := readDeadline(w)
+	_ = client.SetReadDeadline(start.Add(g.bodyTimeout))
 	if _, err := io.ReadFull(r.Body, body); err != nil {
 		// The deadline stays: the server would otherwise wait for the rest of the body before it
 		// answers, to keep the connection.
@@ -185,93 +203,226 @@ func (g *Gate) readBody(w http.ResponseWriter, r *http.Request, body []byte) err
 	}
 	// Lifted once the body is in: the server reads on to notice a client that goes away, and a
 	// deadline left behind would end the request while the app answers.
-	_ = rc.SetReadDeadline(time.Time{})
+	_ = client.SetReadDeadline(time.Time{})
 	return nil
+}
+
+// deadliner sets the read deadline of a request's body.
+type deadliner interface{ SetReadDeadline(time.Time) error }
+
+// readDeadline is what sets the read deadline of the request w answers: the server's own writer,
+// without the allocation of an http.ResponseController, when it is that.
+func readDeadline(w http.ResponseWriter) deadliner {
+	if d, ok := w.(deadliner); ok {
+		return d
+	}
+	return http.NewResponseController(w)
 }
 
 // stream passes r through proxy, its body streaming to the app as it comes. A mutation's body is
 // guarded: every piece is passed on only while this pod leads, and Lost cuts it, so the app never gets
-// the end of a mutation's body after this pod stopped leading.
+// the end of a mutation's body after this pod stopped leading; it must also arrive within the body
+// timeout, but a gRPC call's, whose client streams may rightly last as long as the call.
 func (g *Gate) stream(proxy http.Handler, w http.ResponseWriter, r *http.Request, mutates bool, start time.Time) {
-	defer g.metrics.observe(mutates, outcomePassed, start)
-	if mutates && r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
-		ctx, cancel := context.WithCancelCause(r.Context())
-		defer cancel(nil)
-		b := &guardedBody{ReadCloser: r.Body, gate: g, cancel: cancel}
-		if r.ProtoMajor == 1 {
-			b.client = http.NewResponseController(w)
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer cancel(nil)
+	e := &exchange{gate: g, cancel: cancel, grpc: RequestOf(r).IsGRPC()}
+	defer func() { g.metrics.observe(mutates, outcomeOf(e.stopped()), start) }()
+	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
+		e.ReadCloser, e.guarded, e.http1 = r.Body, mutates, r.ProtoMajor == 1
+		if mutates && !e.grpc {
+			e.client = readDeadline(w)
+			_ = e.client.SetReadDeadline(start.Add(g.bodyTimeout))
 		}
-		g.mu.Lock()
-		g.streaming[b] = struct{}{}
-		g.mu.Unlock()
-		defer b.done()
-		r = r.WithContext(ctx)
-		r.Body = b
+		if mutates {
+			g.mu.Lock()
+			g.streaming[e] = struct{}{}
+			g.mu.Unlock()
+			defer e.done()
+		}
+		r.Body = e
 	}
-	proxy.ServeHTTP(hopByHop1xx{w}, r)
+	proxy.ServeHTTP(hopByHop1xx{w}, r.WithContext(context.WithValue(ctx, exchangeKey{}, e)))
 }
 
-// errLost ends a mutation's body that was streaming when this pod stopped leading.
-var errLost = errors.New("this pod stopped leading while the request's body was streaming")
+// outcomeOf is the outcome of a streamed request that cause stopped (nil: nothing did).
+func outcomeOf(cause error) string {
+	switch {
+	case errors.Is(cause, errLost):
+		return outcomeGated
+	case errors.Is(cause, errBodyTimeout), errors.Is(cause, errIncomplete):
+		return outcomeIncomplete
+	}
+	return outcomePassed
+}
 
-// guardedBody is a streamed mutation's body: it passes a piece read from the client only while this pod
-// leads, and its end (EOF) too.
-type guardedBody struct {
+var (
+	// errLost ends a mutation's body that was streaming when this pod stopped leading.
+	errLost = errors.New("this pod stopped leading while the request's body was streaming")
+	// errBodyTimeout ends a mutation's body that did not arrive within the body timeout.
+	errBodyTimeout = errors.New("the request's body did not arrive within the body timeout")
+	// errIncomplete ends a body whose client went away or broke its framing.
+	errIncomplete = errors.New("the request's body did not arrive whole")
+)
+
+type exchangeKey struct{}
+
+// exchange is a request that streams through ReverseProxy: its body as the app gets it (a mutation's
+// guarded: a piece read from the client passes only while this pod leads, and its end (EOF) too), and
+// what the gate saw of its way to the app.
+type exchange struct {
 	io.ReadCloser
 	gate   *Gate
 	cancel context.CancelCauseFunc
-	// client is an HTTP/1 client's connection, whose reads cut ends.
-	client *http.ResponseController
+	// guarded: a mutation's body; grpc: a gRPC call; http1: the client speaks HTTP/1.
+	guarded, grpc, http1 bool
+	// client sets the read deadline of the client's body: the body timeout, and on HTTP/1 the cut.
+	client deadliner
+	// reached: the request's head was written toward the app, so the app may act on it whatever
+	// follows; conn is the HTTP/1 connection to the app it took.
+	reached atomic.Bool
+	conn    atomic.Pointer[headConn]
+	// why is what stopped the body (errLost, errBodyTimeout, errIncomplete), the first of them: the
+	// context's cause may be the server's own cancellation, which comes first when the client's
+	// connection fails.
+	why atomic.Pointer[error]
 }
 
-func (b *guardedBody) Read(p []byte) (int, error) {
-	n, err := b.ReadCloser.Read(p)
-	if !b.gate.leader.Status().IsLeader {
-		b.cut()
+// stop ends the request to the app for why, unless something stopped it before.
+func (e *exchange) stop(why error) {
+	e.why.CompareAndSwap(nil, &why)
+	e.cancel(why)
+}
+
+// stopped is what stopped the body, or nil.
+func (e *exchange) stopped() error {
+	if why := e.why.Load(); why != nil {
+		return *why
+	}
+	return nil
+}
+
+func (e *exchange) Read(p []byte) (int, error) {
+	n, err := e.ReadCloser.Read(p)
+	if e.guarded && !e.gate.leader.Status().IsLeader {
+		e.cut()
 		return 0, errLost
 	}
-	if err != nil {
-		b.done() // the body is in: what follows is the answer, which Lost leaves alone
+	switch {
+	case err == io.EOF:
+		// The body is in: what follows is the answer, which Lost leaves alone, and which the server,
+		// reading on to notice a client that goes away, must not end at the deadline.
+		e.done()
+		if e.client != nil {
+			_ = e.client.SetReadDeadline(time.Time{})
+		}
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		e.stop(fmt.Errorf("%w (%s)", errBodyTimeout, e.gate.bodyTimeout)) // unless cut, which came first
+	case err != nil:
+		e.stop(fmt.Errorf("%w: %w", errIncomplete, err))
 	}
 	return n, err
 }
 
 // cut aborts the request to the app, and ends a read of the body that may be waiting on the client
 // (http.Transport waits for it before it gives up on the app). On HTTP/1 an expired read deadline ends
-// it, so that the server also does not wait for the rest of the body before it sends the refusal, and
+// it, so that the server also does not wait for the rest of the body before it sends the answer, and
 // closes the connection after; on HTTP/2 closing the body does, and the stream is reset when the
 // handler returns.
-func (b *guardedBody) cut() {
-	b.cancel(errLost)
-	if b.client != nil {
-		_ = b.client.SetReadDeadline(time.Unix(1, 0))
+func (e *exchange) cut() {
+	e.stop(errLost)
+	if e.http1 {
+		_ = e.client.SetReadDeadline(time.Unix(1, 0))
 	} else {
-		_ = b.ReadCloser.Close()
+		_ = e.ReadCloser.Close()
 	}
 }
 
 // done takes the body off the gate's streaming bodies.
-func (b *guardedBody) done() {
-	b.gate.mu.Lock()
-	delete(b.gate.streaming, b)
-	b.gate.mu.Unlock()
+func (e *exchange) done() {
+	e.gate.mu.Lock()
+	delete(e.gate.streaming, e)
+	e.gate.mu.Unlock()
 }
 
-// proxyError answers when ReverseProxy could not get the app's answer: a mutation whose body was cut
-// because this pod stopped leading gets the follower's refusal, anything else a 502.
+// trace follows the request on its way to the app.
+func (e *exchange) trace() *httptrace.ClientTrace {
+	return &httptrace.ClientTrace{
+		GotConn: func(info httptrace.GotConnInfo) {
+			if c, ok := info.Conn.(*headConn); ok {
+				c.expect()
+				e.conn.Store(c)
+			}
+		},
+		WroteHeaders: func() { e.reached.Store(true) },
+	}
+}
+
+// unanswered is the status a streamed request gets when the app's answer did not come: what the
+// client may do next. A 503 (or gRPC UNAVAILABLE) tells it to retry, so it is given only while nothing
+// of the request was written toward the app; once its head was, the app may have acted on it, whatever
+// cut it, and the answer is a 502 (gRPC INTERNAL), which promises nothing.
+func unanswered(cause error, reached bool) int {
+	switch {
+	case reached:
+		return http.StatusBadGateway
+	case errors.Is(cause, errLost):
+		return http.StatusServiceUnavailable
+	case errors.Is(cause, errBodyTimeout):
+		return http.StatusRequestTimeout
+	case errors.Is(cause, errIncomplete):
+		return http.StatusBadRequest
+	}
+	return http.StatusBadGateway
+}
+
+// proxyError answers when ReverseProxy could not get the app's answer (see unanswered).
 func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
-	if errors.Is(context.Cause(r.Context()), errLost) {
-		g.refuse(w, RequestOf(r), g.leader.Status())
+	e, ok := r.Context().Value(exchangeKey{}).(*exchange)
+	if !ok {
+		badGateway(w, r, err)
 		return
 	}
-	badGateway(w, r, err)
+	reached, cause := e.reached.Load(), e.stopped()
+	switch code := unanswered(cause, reached); {
+	case code == http.StatusServiceUnavailable:
+		g.refuse(w, RequestOf(r), g.leader.Status())
+	case code != http.StatusBadGateway:
+		http.Error(w, "leasegate gate: reading the request's body: "+cause.Error(), code)
+	case reached && e.grpc:
+		// A gRPC client takes a 502 for UNAVAILABLE, which it may retry.
+		w.Header().Set("Content-Type", "application/grpc")
+		w.Header().Set("Grpc-Status", "13") // INTERNAL
+		w.Header().Set("Grpc-Message", grpcEncode("leasegate gate: the call reached the app, which did not answer: "+reason(err, cause)))
+		w.WriteHeader(http.StatusOK)
+	default:
+		badGateway(w, r, errors.New(reason(err, cause)))
+	}
 }
 
-// checkStatus refuses an answer whose status is not an HTTP status (below 100), which the server would
-// refuse to write: it becomes a 502.
-func checkStatus(resp *http.Response) error {
+// reason says why a request that reached the app got no answer: the gate's cut, which the app may have
+// acted on before it, or the transport's error.
+func reason(err, cause error) string {
+	if errors.Is(cause, errLost) || errors.Is(cause, errBodyTimeout) || errors.Is(cause, errIncomplete) {
+		return cause.Error() + "; part of the request had reached the app, which may have acted on it"
+	}
+	return err.Error()
+}
+
+// checkAnswer refuses an answer whose status is not an HTTP status (below 100), which the server would
+// refuse to write: it becomes a 502. It removes the headers the app's Connection header named, which
+// ReverseProxy cannot when net/http's client dropped that header for saying close (see headConn).
+func checkAnswer(resp *http.Response) error {
 	if resp.StatusCode < 100 {
 		return fmt.Errorf("the app answered with status %d, not an HTTP status", resp.StatusCode)
+	}
+	if resp.StatusCode == http.StatusSwitchingProtocols {
+		return nil // its Connection and Upgrade are ReverseProxy's to check and pass
+	}
+	if e, ok := resp.Request.Context().Value(exchangeKey{}).(*exchange); ok {
+		if c := e.conn.Load(); c != nil {
+			removeHopByHop(resp.Header, c.connection())
+		}
 	}
 	return nil
 }
