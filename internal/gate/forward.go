@@ -206,7 +206,7 @@ func replayable(r *http.Request) bool {
 
 // writeRequest writes r as the app should see it: the client's method, target (its query as sent) and
 // Host, the headers but those that concern only the hop to the gate, X-Forwarded-For/-Host/-Proto set by
-// the gate (as ReverseProxy's SetXForwarded does), and the body, in one write when it fits the buffer. A
+// the gate (as ReverseProxy's SetXForwarded does; ServeHTTP dropped the client's), and the body, in one write when it fits the buffer. A
 // client that named no Host (HTTP/1.0) gets the app's address, as http.Transport would send.
 func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string) error {
 	host := r.Host
@@ -223,7 +223,7 @@ func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string
 	for key, values := range r.Header {
 		// The body's framing is written below; Expect was for the hop to the gate, whose server answered
 		// it when the body was read.
-		if isHopByHop(key, connectionTokens) || isForwarding(key) || key == "Content-Length" || key == "Expect" {
+		if isHopByHop(key, connectionTokens) || key == "Content-Length" || key == "Expect" {
 			continue
 		}
 		for _, value := range values {
@@ -556,12 +556,6 @@ func hasToken(values []string, token string) bool {
 		}
 	}
 	return false
-}
-
-// isForwarding reports whether the header key is one the gate sets itself, so a client's own never
-// reaches the app.
-func isForwarding(key string) bool {
-	return key == "Forwarded" || key == "X-Forwarded-For" || key == "X-Forwarded-Host" || key == "X-Forwarded-Proto"
 }
 
 // headEnd is where a head ends: at its first empty line, "\r\n" or, as net/http also reads, "\n"; -1

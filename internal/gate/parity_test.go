@@ -124,7 +124,7 @@ func twoPaths(t *testing.T, app string) (forwarded, streamed string) {
 	}
 	// As ServeHTTP decides, then always ReverseProxy.
 	viaReverseProxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		dropForgedToken(r.Header)
+		dropClientGateHeaders(r.Header)
 		req := RequestOf(r)
 		mutates := policy.Mutates(req)
 		if mutates && g.refused(w, req, time.Now()) {

@@ -151,6 +151,27 @@ func TestGatePassesRequests(t *testing.T) {
 			}
 		},
 	}, {
+		name: "a client's X-Forwarded headers spelt with underscores, which CGI-style apps read as the gate's, never reach the app",
+		build: func() *http.Request {
+			req, _ := http.NewRequest("GET", url+"/orders", nil)
+			req.Header["X_Forwarded_For"] = []string{"203.0.113.9"}
+			req.Header["x_forwarded_host"] = []string{"evil.example"}
+			req.Header["X-FORWARDED_PROTO"] = []string{"https"}
+			req.Header["X_Forwarded_Other"] = []string{"kept"}
+			return req
+		},
+		check: func(t *testing.T, got received) {
+			for key := range got.Header {
+				if name := strings.ToLower(strings.ReplaceAll(key, "_", "-")); strings.HasPrefix(name, "x-forwarded-") && key != "X-Forwarded-For" &&
+					key != "X-Forwarded-Host" && key != "X-Forwarded-Proto" && key != "X_forwarded_other" {
+					t.Errorf("the app received the client's %s: %v", key, got.Header[key])
+				}
+			}
+			if got.Header.Get("X-Forwarded-For") != "127.0.0.1" || got.Header.Get("X_forwarded_other") != "kept" {
+				t.Errorf("the app received headers %v", got.Header)
+			}
+		},
+	}, {
 		name: "headers for the hop to the gate stay there: hop-by-hop ones and those Connection names",
 		build: func() *http.Request {
 			req, _ := http.NewRequest("GET", url+"/orders", nil)

@@ -134,7 +134,7 @@ func (g *Gate) Lost() {
 // ServeHTTP passes the request to the app unless it mutates and this pod does not lead.
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	dropForgedToken(r.Header)
+	dropClientGateHeaders(r.Header)
 	req := RequestOf(r)
 	mutates := g.policy.Mutates(req)
 	if mutates && g.refused(w, req, start) {

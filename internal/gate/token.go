@@ -25,14 +25,33 @@ func (g *Gate) stampToken(header http.Header, token int64) {
 	header[contract.FencingTokenHeader] = t.value
 }
 
-// dropForgedToken removes every header a client sent that the app could read as the fencing token, so
-// only the gate's reaches it: contract.FencingTokenHeader in any case, and with '_' for '-', which CGI-style
-// servers (Rack, WSGI, PHP) read as the same variable, HTTP_LEASEGATE_FENCING_TOKEN.
-func dropForgedToken(header http.Header) {
-	const name = contract.FencingTokenHeader
+// gateHeaders are the request headers the gate itself sets toward the app: the fencing token, and
+// X-Forwarded-For/-Host/-Proto (Forwarded, the standard form, is dropped as ReverseProxy does). The app may
+// trust what arrives under these names, so no client's copy may reach it.
+var gateHeaders = [...]string{contract.FencingTokenHeader, "Forwarded", "X-Forwarded-For", "X-Forwarded-Host", "X-Forwarded-Proto"}
+
+// gateHeaderLengths marks the lengths of gateHeaders, so most of a request's headers cost one look.
+var gateHeaderLengths = func() (lengths [32]bool) {
+	for _, name := range gateHeaders {
+		lengths[len(name)] = true
+	}
+	return lengths
+}()
+
+// dropClientGateHeaders removes every header a client sent that the app could read as one of
+// gateHeaders: in any case, and with '_' for '-', which CGI-style servers (Rack, WSGI, PHP) read as the
+// same variable (HTTP_X_FORWARDED_FOR): otherwise a client's X_Forwarded_For would sit beside the gate's
+// and one of them, the app's choice, would win. A request pays one length check per header it carries.
+func dropClientGateHeaders(header http.Header) {
 	for key := range header {
-		if len(key) == len(name) && sameHeaderName(key, name) {
-			delete(header, key)
+		if len(key) >= len(gateHeaderLengths) || !gateHeaderLengths[len(key)] {
+			continue
+		}
+		for _, name := range gateHeaders {
+			if len(key) == len(name) && sameHeaderName(key, name) {
+				delete(header, key)
+				break
+			}
 		}
 	}
 }

@@ -75,7 +75,7 @@ func BenchmarkStampToken(b *testing.B) {
 	}
 	b.ReportAllocs()
 	for b.Loop() {
-		dropForgedToken(header)
+		dropClientGateHeaders(header)
 		g.stampToken(header, 42)
 	}
 }
