@@ -108,6 +108,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	mcl := &v1alpha1.MultiClusterLease{}
 	if err := c.Client.Get(ctx, req.NamespacedName, mcl); err != nil {
 		if apierrors.IsNotFound(err) {
+			backendReachable.DeleteLabelValues(c.Cluster, req.Namespace, req.Name)
 			if e := c.forget(req.NamespacedName); e != nil && e.term != nil {
 				c.resign(log, *e.term)
 			}
@@ -279,6 +280,7 @@ func (c *Controller) writeStatus(ctx context.Context, mcl *v1alpha1.MultiCluster
 		Reason: reason, ObservedGeneration: mcl.Generation, Message: leadingMessage(s, c.Cluster)})
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackendReachable,
 		Status: metav1.ConditionTrue, Reason: "Reachable", ObservedGeneration: mcl.Generation, Message: "the global backend answered"})
+	backendReachable.WithLabelValues(c.Cluster, mcl.Namespace, mcl.Name).Set(1)
 	return c.patchStatus(ctx, mcl, s)
 }
 
@@ -288,6 +290,7 @@ func (c *Controller) writeUnreachable(ctx context.Context, mcl *v1alpha1.MultiCl
 	mcl.Status.DeepCopyInto(&s)
 	meta.SetStatusCondition(&s.Conditions, metav1.Condition{Type: v1alpha1.ConditionBackendReachable, Status: metav1.ConditionFalse,
 		Reason: "Unreachable", ObservedGeneration: mcl.Generation, Message: cause.Error()})
+	backendReachable.WithLabelValues(c.Cluster, mcl.Namespace, mcl.Name).Set(0)
 	return c.patchStatus(ctx, mcl, s)
 }
 

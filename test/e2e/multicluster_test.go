@@ -34,6 +34,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/leasegate/leasegate/internal/lease"
@@ -224,12 +225,15 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 			takeover := time.Since(partitioned)
 			Expect(stepDown).To(BeNumerically("<", takeover))
 			stepDowns, margins = append(stepDowns, stepDown), append(margins, takeover-stepDown)
+			Eventually(cut.backendReachable, 10*time.Second, 50*time.Millisecond).Should(Equal(0.0), "the metric says the cut cluster's controller cannot reach the backend")
+			Expect(other.cluster.backendReachable()).To(Equal(1.0))
 
 			By("healing: the cut cluster follows the new leader")
 			cut.heal()
 			Eventually(func(g Gomega) {
 				g.Expect(cut.status(ctx, g).GlobalHolder).To(Equal(other.id))
 			}, 10*time.Second, 50*time.Millisecond).Should(Succeed())
+			Eventually(cut.backendReachable, 10*time.Second, 50*time.Millisecond).Should(Equal(1.0))
 			Consistently(leader.acting.Load, time.Second, 20*time.Millisecond).Should(BeFalse())
 		}
 		multiclusterFigures.Durations("partition: the cut leader stops acting", stepDowns)
@@ -785,6 +789,28 @@ func (c *mclCluster) status(ctx context.Context, g Gomega) v1alpha1.MultiCluster
 	obj := &v1alpha1.MultiClusterLease{}
 	g.Expect(c.client.Get(ctx, client.ObjectKey{Namespace: currentNamespace, Name: currentElection}, obj)).To(Succeed())
 	return obj.Status
+}
+
+// backendReachable is leasegate_multicluster_backend_reachable for the current election, as this
+// cluster's controller reports it; -1 when it reports none.
+func (c *mclCluster) backendReachable() float64 {
+	families, err := crmetrics.Registry.Gather()
+	Expect(err).NotTo(HaveOccurred())
+	for _, family := range families {
+		if family.GetName() != "leasegate_multicluster_backend_reachable" {
+			continue
+		}
+		for _, m := range family.GetMetric() {
+			labels := map[string]string{}
+			for _, l := range m.GetLabel() {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["cluster"] == c.name && labels["namespace"] == currentNamespace && labels["lease"] == currentElection {
+				return m.GetGauge().GetValue()
+			}
+		}
+	}
+	return -1
 }
 
 func (c *mclCluster) statusIn(ctx context.Context, namespace string) v1alpha1.MultiClusterLeaseStatus {

@@ -149,6 +149,11 @@ func monitoringSpecs() {
 		Eventually(func(g Gomega) {
 			var empty []string
 			for _, q := range queries {
+				if strings.Contains(q.Expr, "leasegate_multicluster_") {
+					// The node has no global etcd, so its webhook runs no multi-cluster election controller;
+					// the multi-cluster e2e specs check that metric against a real backend they cut.
+					continue
+				}
 				expr, err := framework.Substitute(q.Expr, vars, "30s")
 				g.Expect(err).NotTo(HaveOccurred())
 				result, err := prometheus.QueryRange(ctx, expr, start, time.Now(), 2*time.Second)
