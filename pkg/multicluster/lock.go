@@ -199,7 +199,10 @@ func (e *NotConfirmedError) Error() string { return "multicluster: not the globa
 // retry period plus a renew deadline from now). The term is this candidate's all the same, so it writes
 // another heartbeat at once and waits for that one's confirmation, which the controller sends with a
 // backend renewal made after it: the term then counts from now, one round trip later, instead of being
-// refused until the next retry.
+// refused until the next retry. That round has a confirm timeout of its own for the write and another for
+// the answer: a confirmation that came at the end of the first wait must not leave the heartbeat no time
+// (the term counts from the new write whatever the round takes, so its length bounds only the wait). It
+// happens once: a second late confirmation means a slow controller or API server, not bad luck.
 func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease, started time.Time) error {
 	need := l.cfg.RetryPeriod + l.cfg.RenewDeadline
 	grants := v1alpha1.ConfirmedFor(ptr.Deref(written.Spec.LeaseDurationSeconds, 0))
@@ -207,10 +210,8 @@ func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease,
 		return &NotConfirmedError{Reason: fmt.Sprintf("a confirmed heartbeat lets a candidate act for %s (90%% of the lease duration), less than a retry period plus a renew deadline (%s); lengthen the lease duration, or shorten the renew deadline or the retry period",
 			grants, need)}
 	}
-	ctx, cancel := context.WithTimeout(ctx, l.cfg.ConfirmTimeout)
-	defer cancel()
-	for {
-		status, err := l.awaitConfirmation(ctx, written)
+	for afresh := false; ; afresh = true {
+		status, err := l.awaitConfirmationWithin(ctx, written)
 		if status == nil {
 			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller did not answer generation %d within %s (%v)",
 				written.Generation, l.cfg.ConfirmTimeout, err)}
@@ -230,13 +231,31 @@ func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease,
 			l.mu.Unlock()
 			return nil
 		}
-		again, startedAgain, err := l.heartbeat(ctx)
+		if afresh {
+			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d, written afresh for a term won late, %s after its write, later than the %s a confirmation may take (90%% of the lease duration less a retry period and a renew deadline): the controller or the API server is slow",
+				written.Generation, now.Sub(started), grants-need)}
+		}
+		again, startedAgain, err := l.heartbeatWithin(ctx)
 		if err != nil {
 			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d %s after its write, later than the %s a confirmation may take (90%% of the lease duration less a retry period and a renew deadline), and the heartbeat written to be confirmed afresh failed: %v",
 				written.Generation, now.Sub(started), grants-need, err)}
 		}
 		written, started = again, startedAgain
 	}
+}
+
+// awaitConfirmationWithin is awaitConfirmation bounded by the confirm timeout.
+func (l *Lock) awaitConfirmationWithin(ctx context.Context, written *v1alpha1.MultiClusterLease) (*v1alpha1.MultiClusterLeaseStatus, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.ConfirmTimeout)
+	defer cancel()
+	return l.awaitConfirmation(ctx, written)
+}
+
+// heartbeatWithin is heartbeat bounded by the confirm timeout.
+func (l *Lock) heartbeatWithin(ctx context.Context) (*v1alpha1.MultiClusterLease, time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, l.cfg.ConfirmTimeout)
+	defer cancel()
+	return l.heartbeat(ctx)
 }
 
 // heartbeat writes the spec again, as it stands, with a new renewTime: a new generation for the
