@@ -123,12 +123,24 @@ func (s *stream) expect(t *testing.T, want string) {
 	}
 }
 
+// streamServer serves the agent's endpoints for elections over an event hub, tuned by tune (nil: as the
+// agent runs it); the hub and the server close when the test ends.
+func streamServer(tb testing.TB, elections []namedElection, tune func(*eventHub)) (*eventHub, *httptest.Server) {
+	tb.Helper()
+	hub := newEventHub(elections)
+	if tune != nil {
+		tune(hub)
+	}
+	server := httptest.NewServer(newMux(elections, hub, newRegistry()))
+	tb.Cleanup(server.Close)
+	tb.Cleanup(hub.close)
+	return hub, server
+}
+
 func TestEventStream(t *testing.T) {
 	orders := &liveElection{status: lease.Status{Lease: "shop/orders", Holder: "b_2", FencingToken: 4}}
 	elections := []namedElection{{name: "orders", election: orders}}
-	hub := newEventHub(elections)
-	server := httptest.NewServer(newMux(elections, hub, newRegistry()))
-	defer server.Close()
+	hub, server := streamServer(t, elections, nil)
 
 	all := openStream(t, server.URL+"/leader")
 	if ct := all.resp.Header.Get("Content-Type"); all.resp.StatusCode != 200 || ct != "text/event-stream" {
@@ -167,11 +179,7 @@ func TestEventStreamOfSeveralElectionsAndKeepAlive(t *testing.T) {
 	reconciler := &liveElection{status: lease.Status{Lease: "shop/orders-reconciler"}}
 	poller := &liveElection{status: lease.Status{Lease: "shop/orders-poller"}}
 	elections := []namedElection{{name: "reconciler", election: reconciler}, {name: "poller", election: poller}}
-	hub := newEventHub(elections)
-	hub.keepAlive = 20 * time.Millisecond
-	server := httptest.NewServer(newMux(elections, hub, newRegistry()))
-	defer server.Close()
-	defer hub.close()
+	hub, server := streamServer(t, elections, func(hub *eventHub) { hub.keepAlive = 20 * time.Millisecond })
 
 	all := openStream(t, server.URL+"/leader")
 	onlyPoller := openStream(t, server.URL+"/leader/poller")
@@ -189,10 +197,7 @@ func TestEventStreamOfSeveralElectionsAndKeepAlive(t *testing.T) {
 func TestEventStreamsAreLimited(t *testing.T) {
 	orders := &liveElection{status: lease.Status{Lease: "shop/orders"}}
 	elections := []namedElection{{name: "orders", election: orders}}
-	hub := newEventHub(elections)
-	server := httptest.NewServer(newMux(elections, hub, newRegistry()))
-	defer server.Close()
-	defer hub.close()
+	_, server := streamServer(t, elections, nil)
 	for range maxStreams {
 		openStream(t, server.URL+"/leader").expect(t, "retry: 1000\nevent: state\ndata: {\"lease\":\"shop/orders\",\"holder\":\"\",\"isLeader\":false,\"transitions\":0,\"fencingToken\":0}\n")
 	}
@@ -211,10 +216,7 @@ func TestEventStreamsAreLimited(t *testing.T) {
 func BenchmarkEventFanOut(b *testing.B) {
 	orders := &liveElection{status: lease.Status{Lease: "shop/orders"}}
 	elections := []namedElection{{name: "orders", election: orders}}
-	hub := newEventHub(elections)
-	server := httptest.NewServer(newMux(elections, hub, newRegistry()))
-	defer server.Close()
-	defer hub.close()
+	hub, server := streamServer(b, elections, nil)
 	var streams []*stream
 	for range 8 {
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, server.URL+"/leader", nil)

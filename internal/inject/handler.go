@@ -77,7 +77,7 @@ func (h *Handler) checkAgent(pod *corev1.Pod, cfg *config.Config) error {
 	injected, ok := Injected(pod)
 	if !ok {
 		return fmt.Errorf("leasegate cannot admit this pod: its container %s is not one leasegate injects (the agent would refuse its %s settings, or it is an init container that does not restart Always); "+
-			"remove the container and let leasegate inject it (%s)", AgentContainer, strings.Join(InjectedEnv, ", "), contract.Inject)
+			"remove the container and let leasegate inject it (%s)", AgentContainer, strings.Join(InjectedEnv[:], ", "), contract.Inject)
 	}
 	return checkLocks(pod, injected, cfg, h.Locks)
 }

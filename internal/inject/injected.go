@@ -12,7 +12,7 @@ import (
 
 // InjectedEnv are the agent's variables Injected reads: what it elects on, for how long, on which kind
 // of lock, and what it does on loss. The cache of injected pods keeps these of the agent container.
-var InjectedEnv = []string{
+var InjectedEnv = [...]string{
 	contract.EnvLease, contract.EnvLeaseDuration, contract.EnvElections,
 	contract.EnvLeaseKind, contract.EnvOnLoss, contract.EnvOnLossElection,
 }
@@ -54,7 +54,7 @@ func Injected(pod *corev1.Pod) (status Status, ok bool) {
 	if agent == nil {
 		return Status{}, false
 	}
-	var env [6]string // InjectedEnv's values, in its order
+	var env [len(InjectedEnv)]string // InjectedEnv's values, in its order
 	for _, v := range agent.Env {
 		// The last of duplicate names wins, as in the container's environment. A value from a ConfigMap,
 		// Secret or field (which can change) is none injection writes: it counts as unset.

@@ -62,7 +62,7 @@ func containerPorts(containers []corev1.Container) []corev1.Container {
 		kept[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, Ports: c.Ports}
 		if c.Name == inject.AgentContainer {
 			for _, v := range c.Env {
-				if slices.Contains(inject.InjectedEnv, v.Name) {
+				if slices.Contains(inject.InjectedEnv[:], v.Name) {
 					kept[i].Env = append(kept[i].Env, v)
 				}
 			}
