@@ -40,15 +40,19 @@ const referencePage = "docs/reference.md"
 // The sections of docs/reference.md the test reads, by heading text. Each names its items in the code
 // spans of a table column.
 const (
-	sectionLabels      = "Labels"
-	sectionAnnotations = "Annotations"
-	sectionAppEnv      = "Environment of the app containers"
-	sectionConfig      = "`leasegate-config` fields"
-	sectionMultiAPI    = "MultiClusterLease API"
-	sectionAgentEnv    = "Agent settings"
-	sectionAgentMetric = "Agent metrics"
-	sectionWebhookFlag = "Webhook flags"
-	sectionWebhookMet  = "Webhook metrics"
+	sectionLabels         = "Labels"
+	sectionAnnotations    = "Annotations"
+	sectionAppEnv         = "Environment of the app containers"
+	sectionConfig         = "`leasegate-config` fields"
+	sectionMultiAPI       = "MultiClusterLease API"
+	sectionAgentEnv       = "Agent settings"
+	sectionAgentMetric    = "Agent metrics"
+	sectionWebhookFlag    = "Webhook flags"
+	sectionWebhookMet     = "Webhook metrics"
+	sectionAgentPaths     = "Agent endpoints"
+	sectionWebhookPaths   = "Webhook endpoints"
+	sectionWebhookEntries = "Webhook configuration entries"
+	sectionReasons        = "Decision reasons"
 )
 
 func reference(t *testing.T) markdown {
@@ -561,4 +565,89 @@ func TestJSONFields(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("jsonFields = %q, want %q", got, want)
 	}
+}
+
+// TestReferenceNamesEveryEndpoint: the agent's HTTP paths (as internal/agent registers them on its mux)
+// are the rows of Agent endpoints, and the webhook's admission paths (internal/manager's *Path
+// constants) those of Webhook endpoints.
+func TestReferenceNamesEveryEndpoint(t *testing.T) {
+	var agentPaths []string
+	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "agent")) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			call, ok := n.(*ast.CallExpr)
+			if !ok || len(call.Args) != 2 {
+				return true
+			}
+			if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
+				return true
+			}
+			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
+				pattern, _ := strconv.Unquote(lit.Value)
+				_, path, _ := strings.Cut(pattern, " ") // "GET /leader/{election}"
+				agentPaths = append(agentPaths, strings.NewReplacer("{", "<", "}", ">").Replace(path))
+			}
+			return true
+		})
+	}
+	ref := reference(t)
+	compare(t, "agent endpoint", "the mux of internal/agent/server.go", agentPaths, documented(t, ref, sectionAgentPaths, 0), strconv.Quote(sectionAgentPaths))
+
+	var webhookPaths []string
+	for name, v := range stringConstants(t, filepath.Join(framework.RepoRoot(), "internal", "manager")) {
+		if strings.HasSuffix(name, "Path") {
+			webhookPaths = append(webhookPaths, v)
+		}
+	}
+	var documentedPaths []string
+	for _, p := range documented(t, ref, sectionWebhookPaths, 1) {
+		if strings.HasPrefix(p, "/mutate-") || strings.HasPrefix(p, "/validate-") {
+			documentedPaths = append(documentedPaths, p)
+		}
+	}
+	compare(t, "webhook path", "the *Path constants of internal/manager", webhookPaths, documentedPaths, strconv.Quote(sectionWebhookPaths))
+}
+
+// TestReferenceNamesEveryWebhookEntry: the entries of the webhook configurations the chart renders
+// (config/webhook/webhooks.yaml, which test/chart keeps the chart's) are the rows of their section.
+func TestReferenceNamesEveryWebhookEntry(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "webhook", "webhooks.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inCode []string
+	for _, m := range regexp.MustCompile(`(?m)^- name: (\S+)`).FindAllStringSubmatch(string(data), -1) {
+		inCode = append(inCode, m[1])
+	}
+	compare(t, "webhook configuration entry", "config/webhook/webhooks.yaml, the chart's templates/webhooks.yaml", inCode, documented(t, reference(t), sectionWebhookEntries, 0), strconv.Quote(sectionWebhookEntries))
+}
+
+// TestReferenceNamesEveryDecisionReason: the reason codes of internal/validate (its reasonCodes table)
+// are the rows of Decision reasons.
+func TestReferenceNamesEveryDecisionReason(t *testing.T) {
+	var inCode []string
+	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "validate")) {
+		ast.Inspect(f, func(n ast.Node) bool {
+			vs, ok := n.(*ast.ValueSpec)
+			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "reasonCodes" || len(vs.Values) != 1 {
+				return true
+			}
+			lit, ok := vs.Values[0].(*ast.CompositeLit)
+			if !ok {
+				t.Fatalf("internal/validate's reasonCodes is no composite literal: update this test")
+			}
+			for _, elt := range lit.Elts {
+				if kv, ok := elt.(*ast.KeyValueExpr); ok {
+					if s, ok := kv.Value.(*ast.BasicLit); ok && s.Kind == token.STRING {
+						code, _ := strconv.Unquote(s.Value)
+						inCode = append(inCode, code)
+					}
+				}
+			}
+			return false
+		})
+	}
+	if len(inCode) == 0 {
+		t.Fatal("found no reasonCodes in internal/validate: update this test")
+	}
+	compare(t, "decision reason", "reasonCodes in internal/validate/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
 }
