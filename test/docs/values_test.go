@@ -29,7 +29,15 @@ const (
 // schema has (its path, its default from values.yaml, its description from the schema), in the schema's
 // order. A new value in the schema, or a new description, makes it stale; -update regenerates it.
 func TestHelmValuesTable(t *testing.T) {
-	want, err := valuesTable()
+	schema, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := valuesTable(schema, values)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,9 +66,12 @@ func TestHelmValuesTable(t *testing.T) {
 
 // schemaNode is one property of values.schema.json, with its own properties in the file's order.
 type schemaNode struct {
-	Description string `json:"description"`
-	Enum        []any  `json:"enum"`
+	Description string
+	Enum        []any
+	// Ref is a "$ref" to a definition of the same file ("#/definitions/<name>" or "#/$defs/<name>").
+	Ref         string
 	Properties  orderedProperties
+	Definitions map[string]*schemaNode
 }
 
 type orderedProperties struct {
@@ -70,14 +81,21 @@ type orderedProperties struct {
 
 func (n *schemaNode) UnmarshalJSON(data []byte) error {
 	var plain struct {
-		Description string          `json:"description"`
-		Enum        []any           `json:"enum"`
-		Properties  json.RawMessage `json:"properties"`
+		Description string                 `json:"description"`
+		Enum        []any                  `json:"enum"`
+		Ref         string                 `json:"$ref"`
+		Properties  json.RawMessage        `json:"properties"`
+		Definitions map[string]*schemaNode `json:"definitions"`
+		Defs        map[string]*schemaNode `json:"$defs"`
 	}
 	if err := json.Unmarshal(data, &plain); err != nil {
 		return err
 	}
-	n.Description, n.Enum = plain.Description, plain.Enum
+	n.Description, n.Enum, n.Ref = plain.Description, plain.Enum, plain.Ref
+	n.Definitions = plain.Definitions
+	if n.Definitions == nil {
+		n.Definitions = plain.Defs
+	}
 	if plain.Properties == nil {
 		return nil
 	}
@@ -91,6 +109,18 @@ func (n *schemaNode) UnmarshalJSON(data []byte) error {
 	}
 	n.Properties = orderedProperties{names: names, nodes: nodes}
 	return nil
+}
+
+// resolve finds the definition a local "$ref" names.
+func (n *schemaNode) resolve(ref string) (*schemaNode, error) {
+	for _, prefix := range []string{"#/definitions/", "#/$defs/"} {
+		if name, ok := strings.CutPrefix(ref, prefix); ok {
+			if def := n.Definitions[name]; def != nil {
+				return def, nil
+			}
+		}
+	}
+	return nil, fmt.Errorf("$ref %q names no definition of values.schema.json", ref)
 }
 
 // objectKeys are the keys of a JSON object in the order written.
@@ -116,27 +146,30 @@ func objectKeys(data []byte) ([]string, error) {
 
 // valuesTable renders the values table: one row per leaf of the schema (a property without properties
 // of its own: a scalar, a list, or a map such as nodeSelector).
-func valuesTable() (string, error) {
-	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.schema.json"))
-	if err != nil {
-		return "", err
-	}
+func valuesTable(schemaJSON, valuesYAML []byte) (string, error) {
 	var schema schemaNode
-	if err := json.Unmarshal(data, &schema); err != nil {
+	if err := json.Unmarshal(schemaJSON, &schema); err != nil {
 		return "", fmt.Errorf("values.schema.json: %w", err)
 	}
-	data, err = os.ReadFile(filepath.Join(framework.ChartDir(), "values.yaml"))
-	if err != nil {
-		return "", err
-	}
 	var values map[string]any
-	if err := yaml.Unmarshal(data, &values); err != nil {
+	if err := yaml.Unmarshal(valuesYAML, &values); err != nil {
 		return "", fmt.Errorf("values.yaml: %w", err)
 	}
 	var b strings.Builder
 	b.WriteString("\n| value | default | description |\n|---|---|---|\n")
 	var walk func(path []string, n *schemaNode) error
 	walk = func(path []string, n *schemaNode) error {
+		if n.Ref != "" {
+			def, err := schema.resolve(n.Ref)
+			if err != nil {
+				return fmt.Errorf("value %s: %w", strings.Join(path, "."), err)
+			}
+			resolved := *def
+			if n.Description != "" { // the property's own description says more than the shared one
+				resolved.Description = n.Description
+			}
+			n = &resolved
+		}
 		if len(n.Properties.names) == 0 {
 			if n.Description == "" {
 				return fmt.Errorf("value %s has no description in values.schema.json: every value needs one, the reference shows it", strings.Join(path, "."))
@@ -232,6 +265,50 @@ func flowYAML(v any) string {
 		return "{" + strings.Join(items, ", ") + "}"
 	}
 	return fmt.Sprint(v)
+}
+
+func TestValuesTableRows(t *testing.T) {
+	tests := []struct {
+		name, schema, values string
+		want                 []string
+		wantErr              string
+	}{
+		{"rows in the schema's order, nested values by their path",
+			`{"properties": {"z": {"description": "last"}, "a": {"properties": {"b": {"description": "nested"}}}}}`, "z: 1\na: {b: x}\n",
+			[]string{"| `z` | `1` | last |", "| `a.b` | `x` | nested |"}, ""},
+		{"a map or a list is one row", `{"properties": {"labels": {"type": "object", "description": "extra labels"}}}`, "labels: {k: v}\n",
+			[]string{"| `labels` | `{k: v}` | extra labels |"}, ""},
+		{"allowed values are added unless the description names them",
+			`{"properties": {"p": {"description": "policy", "enum": ["Fail", "Ignore"]}, "q": {"description": "Fail or Ignore", "enum": ["Fail", "Ignore"]}}}`, "p: Fail\nq: Ignore\n",
+			[]string{"| `p` | `Fail` | policy; one of `Fail`, `Ignore` |", "| `q` | `Ignore` | Fail or Ignore |"}, ""},
+		{"a value values.yaml leaves out", `{"properties": {"digest": {"description": "image digest"}}}`, "{}\n",
+			[]string{"| `digest` | none | image digest |"}, ""},
+		{"pipes and placeholders are escaped", `{"properties": {"l": {"description": "a|b as <namespace>/<name>"}}}`, "l: \"x|y\"\n",
+			[]string{"| `l` | `x\\|y` | a\\|b as &lt;namespace>/&lt;name> |"}, ""},
+		{"a $ref is followed, the property's own description first",
+			`{"definitions": {"res": {"description": "resources", "properties": {"limits": {"description": "limits"}}}}, "properties": {"r": {"$ref": "#/definitions/res"}}}`, "r: {limits: {}}\n",
+			[]string{"| `r.limits` | `{}` | limits |"}, ""},
+		{"a value without a description is an error", `{"properties": {"x": {"type": "string"}}}`, "x: a\n",
+			nil, "value x has no description in values.schema.json"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			table, err := valuesTable([]byte(tt.schema), []byte(tt.values))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows := strings.Split(strings.TrimSpace(table), "\n")[2:]
+			if !slices.Equal(rows, tt.want) {
+				t.Errorf("rows\n%s\nwant\n%s", strings.Join(rows, "\n"), strings.Join(tt.want, "\n"))
+			}
+		})
+	}
 }
 
 func TestFlowYAML(t *testing.T) {
