@@ -1,9 +1,9 @@
 // Package docs keeps the documentation true: every relative link and anchor in README.md and docs/
 // resolves, docs/reference.md names exactly the annotations, labels, environment variables, flags,
-// endpoints, webhook entries, decision reasons, metrics and configuration fields the code has, and its
-// Helm values table is generated from the chart's schema. It reads the code side from the code itself
-// (the contract constants, the agent's settings, the webhook's flag set, the metrics registries, the
-// configuration types), never from a list kept by hand.
+// endpoints, webhook entries, decision and Event reasons, metrics and configuration fields the code has,
+// and its Helm values table is generated from the chart's schema. It reads the code side from the code
+// itself (the contract constants, the agent's settings, the webhook's flag set, the metrics registries,
+// the configuration types), never from a list kept by hand.
 package docs
 
 import (

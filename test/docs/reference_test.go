@@ -53,6 +53,7 @@ const (
 	sectionWebhookPaths   = "Webhook endpoints"
 	sectionWebhookEntries = "Webhook configuration entries"
 	sectionReasons        = "Decision reasons"
+	sectionEvents         = "Events"
 )
 
 func reference(t *testing.T) markdown {
@@ -650,4 +651,43 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 		t.Fatal("found no reasonCodes in internal/validate: update this test")
 	}
 	compare(t, "decision reason", "reasonCodes in internal/validate/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
+}
+
+// TestReferenceNamesEveryEventReason: the reasons of the Events leasegate-webhook records (every
+// Recorder.Eventf(regarding, related, type, reason, ...) under internal/) are the rows of Events.
+func TestReferenceNamesEveryEventReason(t *testing.T) {
+	dirs, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "internal", "*"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var inCode []string
+	for _, dir := range dirs {
+		constants := stringConstants(t, dir)
+		for _, f := range goFiles(t, dir) {
+			ast.Inspect(f, func(n ast.Node) bool {
+				call, ok := n.(*ast.CallExpr)
+				if !ok || len(call.Args) < 5 {
+					return true
+				}
+				if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || sel.Sel.Name != "Eventf" {
+					return true
+				}
+				switch reason := call.Args[3].(type) {
+				case *ast.BasicLit:
+					v, _ := strconv.Unquote(reason.Value)
+					inCode = append(inCode, v)
+				case *ast.Ident:
+					v, ok := constants[reason.Name]
+					if !ok {
+						t.Errorf("%s: the reason %s of an Eventf call is no string constant of its package: name it with one, or teach this test", dir, reason.Name)
+					}
+					inCode = append(inCode, v)
+				default:
+					t.Errorf("%s: an Eventf call whose reason is neither a string nor a constant of its package: teach this test", dir)
+				}
+				return true
+			})
+		}
+	}
+	compare(t, "Event reason", "the Eventf calls under internal/", inCode, documented(t, reference(t), sectionEvents, 0), strconv.Quote(sectionEvents))
 }
