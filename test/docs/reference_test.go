@@ -61,8 +61,8 @@ func reference(t *testing.T) markdown {
 	return readMarkdown(t, filepath.Join(framework.RepoRoot(), referencePage))
 }
 
-// documented are the code spans of column col of the tables in a section of the reference, each with
-// the text after its name that is not part of it (a metric's {labels}, say) cut by cut.
+// documented are the code spans of column col (from 0) of the tables in a section of the reference (the
+// first heading of that text, down to the next of its level or higher).
 func documented(t *testing.T, ref markdown, section string, col int) []string {
 	t.Helper()
 	lines, ok := ref.section(section)
