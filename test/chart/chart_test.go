@@ -1,7 +1,7 @@
 // Package chart tests charts/leasegate with the pinned helm: lint and render for a matrix of values, the
-// schema's refusals, the kustomize bases under config/ (which are the chart rendered with its defaults),
-// and the README's values reference. The chart against a real API server and the real cert-manager is in
-// the e2e suite.
+// schema's refusals, and the kustomize bases under config/ (which are the chart rendered with its
+// defaults). The chart against a real API server and the real cert-manager is in the e2e suite; the
+// values table of docs/reference.md, generated from the schema, is test/docs'.
 package chart
 
 import (
@@ -224,65 +224,6 @@ func TestCRDsAreOneFile(t *testing.T) {
 		got, err := os.ReadFile(filepath.Join(framework.ChartDir(), "crds", filepath.Base(file)))
 		if err != nil || string(got) != string(want) {
 			t.Errorf("charts/leasegate/crds/%s differs from config/crd: copy it over", filepath.Base(file))
-		}
-	}
-}
-
-// TestREADMEValuesReference checks the README's values table against values.schema.json, both ways.
-func TestREADMEValuesReference(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.schema.json"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var schema map[string]any
-	if err := json.Unmarshal(data, &schema); err != nil {
-		t.Fatal(err)
-	}
-	var leaves []string
-	var walk func(prefix string, node map[string]any)
-	walk = func(prefix string, node map[string]any) {
-		props, ok := node["properties"].(map[string]any)
-		if !ok || prefix == "config.election" || prefix == "config.exempt" || strings.HasSuffix(prefix, "resources") {
-			leaves = append(leaves, prefix)
-			return
-		}
-		for name, child := range props {
-			path := name
-			if prefix != "" {
-				path = prefix + "." + name
-			}
-			walk(path, child.(map[string]any))
-		}
-	}
-	walk("", schema)
-	slices.Sort(leaves)
-
-	readme, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "README.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	section := string(readme)
-	start := strings.Index(section, "### Values")
-	if start < 0 {
-		t.Fatal("README.md has no ### Values section")
-	}
-	section = section[start:]
-	if end := strings.Index(section[4:], "\n#"); end >= 0 {
-		section = section[:end+4]
-	}
-	var documented []string
-	for _, m := range regexp.MustCompile("(?m)^\\| `([a-zA-Z.]+)` \\|").FindAllStringSubmatch(section, -1) {
-		documented = append(documented, m[1])
-	}
-	slices.Sort(documented)
-	for _, leaf := range leaves {
-		if !slices.Contains(documented, leaf) {
-			t.Errorf("value %s is in values.schema.json but not in the README's values table", leaf)
-		}
-	}
-	for _, doc := range documented {
-		if !slices.Contains(leaves, doc) {
-			t.Errorf("the README documents value %s, which values.schema.json does not have", doc)
 		}
 	}
 }
