@@ -22,7 +22,8 @@ HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
 # A release: VERSION=0.2.0 (or v0.2.0) tags images and binaries v0.2.0 and packages chart 0.2.0.
 VERSION ?= $(shell sed -n 's/^appVersion: //p' charts/leasegate/Chart.yaml)
 TAG := v$(VERSION:v%=%)
-IMAGE_REGISTRY ?= ghcr.io/leasegate
+# The chart's image.registry: by default the images are named as the chart installs them.
+IMAGE_REGISTRY ?= $(shell sed -n 's/^  registry: //p' charts/leasegate/values.yaml)
 RELEASE_DIR ?= $(BIN)/release/$(TAG)
 
 .PHONY: help
@@ -54,7 +55,7 @@ $(HELM): hack/versions.env hack/build-tools.sh
 	@touch $@
 
 .PHONY: images
-images: ## Build the webhook and agent images for linux/amd64 and linux/arm64 without a Docker engine, into $(RELEASE_DIR).
+images: ## Build the webhook and agent images for linux/amd64 and linux/arm64 without a Docker engine, into $(RELEASE_DIR): an OCI layout and, per platform, leasegate-images-<tag>-linux-<arch>.tar (kind load image-archive, ctr images import).
 	@for arch in amd64 arm64; do for binary in webhook agent; do \
 	  echo "building leasegate-$$binary $(TAG) for linux/$$arch"; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \

@@ -4,7 +4,8 @@
 //	release images --version v0.2.0 --revision <commit> --created <unix seconds> --registry R --bin-dir D --out O
 //	    D/linux-<arch>/leasegate-{webhook,agent} -> O/oci (an OCI layout: one multi-platform index per
 //	    image, named R/<image>:<version>) and O/leasegate-images-<version>-linux-<arch>.tar (docker
-//	    archives for air-gapped nodes: docker load, ctr images import)
+//	    archives, both images named as the chart installs them by default, for kind load image-archive,
+//	    ctr images import, docker load)
 //	release push --layout O/oci --digests O/digests.txt
 //	    pushes every index of the layout with the Docker configuration's credentials
 //	release changelog --version v0.2.0

@@ -95,6 +95,84 @@ agent:
 	}
 }
 
+// TestAgentSecurityContext: leasegate-config may replace the agent's security context, whole, as long as
+// it stays within the restricted Pod Security Standard; every way out of it is refused, naming the field.
+func TestAgentSecurityContext(t *testing.T) {
+	const restricted = "runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}"
+	for _, tt := range []struct {
+		name string
+		sc   string
+		// want are the errors; none: it loads, and the agent's security context is sc as it is.
+		want []string
+	}{
+		{name: "unset: the image's user, read-only root, restricted", sc: ""},
+		{name: "no fixed user, for a platform that assigns UIDs (OpenShift restricted-v2)", sc: "{" + restricted + "}"},
+		{name: "another non-root user and a writable root", sc: "{" + restricted + ", runAsUser: 1000, readOnlyRootFilesystem: false}"},
+		{name: "a Localhost seccomp profile and AppArmor's runtime default",
+			sc: "{runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: Localhost, localhostProfile: agent.json}, appArmorProfile: {type: RuntimeDefault}}"},
+		{name: "empty: nothing of the restricted standard", sc: "{}", want: []string{
+			"agent.securityContext.allowPrivilegeEscalation: Invalid value: true: must be set to false; the agent's security context must stay within the restricted Pod Security Standard",
+			"agent.securityContext.runAsNonRoot: Invalid value: false: must be set to true",
+			"agent.securityContext.capabilities.drop: Required value: must include ALL",
+			"agent.securityContext.seccompProfile.type: Required value: must be RuntimeDefault or Localhost",
+		}},
+		{name: "privileged", sc: "{" + restricted + ", privileged: true}", want: []string{"agent.securityContext.privileged: Invalid value: true: must be false or unset"}},
+		{name: "privilege escalation allowed", sc: "{runAsNonRoot: true, allowPrivilegeEscalation: true, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}",
+			want: []string{"agent.securityContext.allowPrivilegeEscalation: Invalid value: true: must be set to false"}},
+		{name: "root", sc: "{" + restricted + ", runAsUser: 0}", want: []string{"agent.securityContext.runAsUser: Invalid value: 0: must not be 0 (root); leave it unset for the platform to assign one"}},
+		{name: "runAsNonRoot false", sc: "{runAsNonRoot: false, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}",
+			want: []string{"agent.securityContext.runAsNonRoot: Invalid value: false: must be set to true"}},
+		{name: "a capability added", sc: "{runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL], add: [NET_ADMIN]}, seccompProfile: {type: RuntimeDefault}}",
+			want: []string{"agent.securityContext.capabilities.add: Forbidden: the agent needs no capability"}},
+		{name: "capabilities kept", sc: "{runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [NET_RAW]}, seccompProfile: {type: RuntimeDefault}}",
+			want: []string{"agent.securityContext.capabilities.drop: Required value: must include ALL"}},
+		{name: "seccomp unconfined", sc: "{runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: Unconfined}}",
+			want: []string{"agent.securityContext.seccompProfile.type: Required value: must be RuntimeDefault or Localhost"}},
+		{name: "AppArmor unconfined", sc: "{" + restricted + ", appArmorProfile: {type: Unconfined}}",
+			want: []string{`agent.securityContext.appArmorProfile.type: Invalid value: "Unconfined": must be RuntimeDefault or Localhost`}},
+		{name: "an unmasked /proc", sc: "{" + restricted + ", procMount: Unmasked}", want: []string{`agent.securityContext.procMount: Invalid value: "Unmasked": must be Default or unset`}},
+		{name: "SELinux options of its own", sc: "{" + restricted + ", seLinuxOptions: {type: spc_t}}", want: []string{"agent.securityContext.seLinuxOptions: Forbidden"}},
+		{name: "Windows options", sc: "{" + restricted + ", windowsOptions: {hostProcess: true}}", want: []string{"agent.securityContext.windowsOptions: Forbidden"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			data := ""
+			if tt.sc != "" {
+				data = "agent: {securityContext: " + tt.sc + "}"
+			}
+			c, err := Load([]byte(data))
+			if len(tt.want) > 0 {
+				if err == nil {
+					t.Fatalf("Load() succeeded, want errors %q", tt.want)
+				}
+				for _, want := range tt.want {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("Load() error =\n%s\nwant it to contain\n%s", err, want)
+					}
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Load() = %v", err)
+			}
+			want := AgentSecurityContext()
+			if tt.sc != "" {
+				var given struct {
+					Agent struct {
+						SecurityContext *corev1.SecurityContext `json:"securityContext"`
+					} `json:"agent"`
+				}
+				if err := yaml.Unmarshal([]byte(data), &given); err != nil {
+					t.Fatal(err)
+				}
+				want = given.Agent.SecurityContext
+			}
+			if !equality.Semantic.DeepEqual(c.Agent.SecurityContext, want) {
+				t.Errorf("the agent's security context is %+v, want %+v (as given, not merged with the default)", c.Agent.SecurityContext, want)
+			}
+		})
+	}
+}
+
 func TestLoadDefaultsGuards(t *testing.T) {
 	c, err := Load([]byte(`
 guards:

@@ -33,6 +33,9 @@ func Default(c *Config) {
 	if c.Agent.Port == 0 {
 		c.Agent.Port = DefaultAgentPort
 	}
+	if c.Agent.SecurityContext == nil {
+		c.Agent.SecurityContext = AgentSecurityContext()
+	}
 	if c.MissingPodIdentity == "" {
 		c.MissingPodIdentity = EnforcementDeny
 	}

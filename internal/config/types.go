@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
@@ -168,6 +169,11 @@ type Agent struct {
 	NativeSidecar   NativeSidecar               `json:"nativeSidecar,omitempty"`
 	// Port is where the agent serves its endpoints, unless an app container already uses it.
 	Port int32 `json:"port,omitempty"`
+	// SecurityContext is the agent container's, whole: unset, AgentSecurityContext. Validation keeps it
+	// within the restricted Pod Security Standard, so opting a pod in never lowers its namespace's
+	// profile; leaving runAsUser unset lets a platform that assigns UIDs (OpenShift's restricted-v2
+	// SCC) choose the agent's.
+	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
 // Defaults, named so the README, the chart and the tests can refer to them.
@@ -175,4 +181,20 @@ const (
 	DefaultAgentPort       = contract.AgentPort
 	DefaultClockSkewMargin = lease.DefaultClockSkewMargin
 	DefaultImageRepository = "ghcr.io/leasegate/leasegate-agent"
+	// AgentUser is the agent image's non-root user and group (distroless "nonroot").
+	AgentUser = 65532
 )
+
+// AgentSecurityContext is the agent container's security context unless leasegate-config sets one:
+// the restricted Pod Security Standard, the image's own user, a read-only root.
+func AgentSecurityContext() *corev1.SecurityContext {
+	return &corev1.SecurityContext{
+		RunAsNonRoot:             ptr.To(true),
+		RunAsUser:                ptr.To[int64](AgentUser),
+		RunAsGroup:               ptr.To[int64](AgentUser),
+		ReadOnlyRootFilesystem:   ptr.To(true),
+		AllowPrivilegeEscalation: ptr.To(false),
+		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+	}
+}

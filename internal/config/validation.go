@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/utils/ptr"
 	kjson "sigs.k8s.io/json"
 	"sigs.k8s.io/yaml"
 
@@ -249,6 +250,49 @@ func validateAgent(a *Agent, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(path.Child("resources", "requests").Key(string(name)), request.String(),
 				fmt.Sprintf("must not exceed the limit %s", limit.String())))
 		}
+	}
+	return append(errs, validateAgentSecurityContext(a.SecurityContext, path.Child("securityContext"))...)
+}
+
+// validateAgentSecurityContext holds the agent's security context to the restricted Pod Security
+// Standard, whatever the pod it joins allows: the agent holds a token that can renew the pod's lease,
+// and a namespace enforcing restricted would refuse every opted-in pod otherwise. Only what the
+// standard leaves open (the user and group, a read-only root) is the platform's to choose.
+func validateAgentSecurityContext(sc *corev1.SecurityContext, path *field.Path) field.ErrorList {
+	const keep = "; the agent's security context must stay within the restricted Pod Security Standard (see the default in the configuration reference)"
+	var errs field.ErrorList
+	if sc.Privileged != nil && *sc.Privileged {
+		errs = append(errs, field.Invalid(path.Child("privileged"), true, "must be false or unset"+keep))
+	}
+	if sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+		errs = append(errs, field.Invalid(path.Child("allowPrivilegeEscalation"), ptr.Deref(sc.AllowPrivilegeEscalation, true), "must be set to false"+keep))
+	}
+	if sc.RunAsNonRoot == nil || !*sc.RunAsNonRoot {
+		errs = append(errs, field.Invalid(path.Child("runAsNonRoot"), ptr.Deref(sc.RunAsNonRoot, false), "must be set to true"+keep))
+	}
+	if sc.RunAsUser != nil && *sc.RunAsUser == 0 {
+		errs = append(errs, field.Invalid(path.Child("runAsUser"), 0, "must not be 0 (root); leave it unset for the platform to assign one"+keep))
+	}
+	if sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+		errs = append(errs, field.Required(path.Child("capabilities", "drop"), "must include ALL"+keep))
+	}
+	if sc.Capabilities != nil && len(sc.Capabilities.Add) > 0 {
+		errs = append(errs, field.Forbidden(path.Child("capabilities", "add"), "the agent needs no capability"+keep))
+	}
+	if sc.SeccompProfile == nil || (sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault && sc.SeccompProfile.Type != corev1.SeccompProfileTypeLocalhost) {
+		errs = append(errs, field.Required(path.Child("seccompProfile", "type"), "must be RuntimeDefault or Localhost"+keep))
+	}
+	if sc.AppArmorProfile != nil && sc.AppArmorProfile.Type == corev1.AppArmorProfileTypeUnconfined {
+		errs = append(errs, field.Invalid(path.Child("appArmorProfile", "type"), sc.AppArmorProfile.Type, "must be RuntimeDefault or Localhost"+keep))
+	}
+	if sc.ProcMount != nil && *sc.ProcMount != corev1.DefaultProcMount {
+		errs = append(errs, field.Invalid(path.Child("procMount"), *sc.ProcMount, "must be Default or unset"+keep))
+	}
+	if sc.SELinuxOptions != nil {
+		errs = append(errs, field.Forbidden(path.Child("seLinuxOptions"), "the pod's (or the platform's) SELinux options apply to the agent; its own could lift it out of them"))
+	}
+	if sc.WindowsOptions != nil {
+		errs = append(errs, field.Forbidden(path.Child("windowsOptions"), "the agent runs on Linux nodes only"))
 	}
 	return errs
 }

@@ -36,8 +36,6 @@ const (
 	// kubelet refreshes it at 80% of its life, and 3607 (an hour and seven seconds) is recognisable in
 	// audit logs as a projected, auto-rotated token.
 	tokenExpirationSeconds = 3607
-	// agentUser is the agent image's non-root user (distroless "nonroot").
-	agentUser = 65532
 )
 
 // alreadyInjected is why a pod that carries the agent or the status annotation is not injected again:
@@ -406,24 +404,16 @@ func (p *plan) container() corev1.Container {
 		readinessPeriod = 1
 	}
 	c := corev1.Container{
-		Name:            AgentContainer,
-		Image:           p.agent.Image,
-		ImagePullPolicy: p.agent.ImagePullPolicy,
-		Env:             p.agentEnv(),
-		Ports:           []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
-		Resources:       *p.agent.Resources.DeepCopy(),
-		LivenessProbe:   probe("/healthz", 10, 3),
-		ReadinessProbe:  probe("/readyz", readinessPeriod, 1),
-		VolumeMounts:    []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
-		SecurityContext: &corev1.SecurityContext{
-			RunAsNonRoot:             ptr.To(true),
-			RunAsUser:                ptr.To[int64](agentUser),
-			RunAsGroup:               ptr.To[int64](agentUser),
-			ReadOnlyRootFilesystem:   ptr.To(true),
-			AllowPrivilegeEscalation: ptr.To(false),
-			Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-			SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-		},
+		Name:                     AgentContainer,
+		Image:                    p.agent.Image,
+		ImagePullPolicy:          p.agent.ImagePullPolicy,
+		Env:                      p.agentEnv(),
+		Ports:                    []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
+		Resources:                *p.agent.Resources.DeepCopy(),
+		LivenessProbe:            probe("/healthz", 10, 3),
+		ReadinessProbe:           probe("/readyz", readinessPeriod, 1),
+		VolumeMounts:             []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
+		SecurityContext:          p.agent.SecurityContext.DeepCopy(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 	if e := p.startElection(); e != nil {

@@ -50,6 +50,8 @@ var goldenCases = []goldenCase{
 	{input: "start-leader.yaml"},
 	{input: "classic-sidecar.yaml", oldAPIServer: true},
 	{input: "start-leader-classic-sidecar.yaml", config: testConfig + "  nativeSidecar: never\n"},
+	{input: "platform-assigned-uid.yaml", config: testConfig +
+		"  securityContext: {runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}\n"},
 	{input: "invalid-timing.yaml"},
 	{input: "invalid-annotations.yaml"},
 	{input: "host-network.yaml"},

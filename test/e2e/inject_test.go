@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
@@ -194,6 +196,55 @@ var _ = Describe("The injector", func() {
 		loose.Spec.Containers[0].SecurityContext = nil
 		_, err = createPod(ctx, loose, true)
 		Expect(err).To(MatchError(ContainSubstring(`violates PodSecurity "restricted:latest"`)))
+	})
+
+	It("injects an agent without a fixed user when the chart's OpenShift values leave it to the platform, within restricted, and refuses a config that lifts the agent out of it", Serial, func(ctx SpecContext) {
+		tools, err := framework.FindTools()
+		Expect(err).NotTo(HaveOccurred())
+		var data map[string]string
+		for _, obj := range chartObjects(tools, filepath.Join(framework.RepoRoot(), "test", "chart", "testdata", "values", "openshift.yaml")) {
+			if obj.GetKind() == "ConfigMap" && obj.GetName() == "leasegate-config" {
+				data, _, _ = unstructured.NestedStringMap(obj.Object, "data")
+			}
+		}
+		Expect(data).To(HaveKey("config.yaml"))
+		configMaps := controlPlane.Client.CoreV1().ConfigMaps(leasegateNamespace)
+		cm, err := configMaps.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"}, Data: data}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		DeferCleanup(func(ctx context.Context) {
+			Expect(configMaps.Delete(ctx, "leasegate-config", metav1.DeleteOptions{})).To(Succeed())
+		})
+
+		ns := labelledNamespace(ctx, map[string]string{
+			"leasegate.io/inject": "enabled", "pod-security.kubernetes.io/enforce": "restricted",
+		})
+		agent := func(g Gomega) *corev1.SecurityContext {
+			pod, err := createPod(ctx, deploymentPod(ns), true)
+			g.Expect(err).NotTo(HaveOccurred(), "Pod Security restricted admits the injected pod")
+			for _, c := range append(pod.Spec.InitContainers, pod.Spec.Containers...) {
+				if c.Name == "leasegate-agent" {
+					return c.SecurityContext
+				}
+			}
+			g.Expect(pod.Spec.InitContainers).To(ContainElement(HaveField("Name", "leasegate-agent")))
+			return nil
+		}
+		Eventually(func(g Gomega) {
+			sc := agent(g)
+			g.Expect(sc.RunAsUser).To(BeNil(), "the platform assigns the agent's user")
+			g.Expect(sc.RunAsGroup).To(BeNil())
+			g.Expect(sc.RunAsNonRoot).To(HaveValue(BeTrue()))
+			g.Expect(sc.AllowPrivilegeEscalation).To(HaveValue(BeFalse()))
+		}).WithTimeout(5 * time.Second).Should(Succeed())
+
+		By("a config that would let the agent escalate or keep capabilities is refused at admission, naming each field")
+		cm.Data["config.yaml"] = "agent:\n  securityContext: {runAsNonRoot: true, allowPrivilegeEscalation: true, capabilities: {drop: [NET_RAW]}, seccompProfile: {type: RuntimeDefault}}\n"
+		_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+		Expect(err).To(MatchError(And(
+			ContainSubstring(`leasegate-config is invalid and was not saved`),
+			ContainSubstring(`agent.securityContext.allowPrivilegeEscalation: Invalid value: true: must be set to false`),
+			ContainSubstring(`agent.securityContext.capabilities.drop: Required value: must include ALL`),
+		)))
 	})
 
 	It("provisions update rights on the pod's own lease within seconds, no other, and removes them with the last pod", func(ctx SpecContext) {

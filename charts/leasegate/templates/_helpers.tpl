@@ -6,9 +6,18 @@ and the webhook configurations are cluster-scoped, so one release per cluster. *
 {{- define "leasegate.labels" -}}
 app.kubernetes.io/name: leasegate-webhook
 app.kubernetes.io/instance: {{ .Release.Name }}
+{{ include "leasegate.commonLabels" . }}
+{{- end -}}
+
+{{/* The labels of every object but for its name and instance: the release's, then commonLabels (which
+cannot replace these, nor any selector's). */}}
+{{- define "leasegate.commonLabels" -}}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
 helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- with omit .Values.commonLabels "app.kubernetes.io/name" "app.kubernetes.io/instance" "app.kubernetes.io/version" "app.kubernetes.io/managed-by" "helm.sh/chart" }}
+{{ toYaml . }}
+{{- end }}
 {{- end -}}
 
 {{- define "leasegate.selectorLabels" -}}
@@ -16,17 +25,32 @@ app.kubernetes.io/name: leasegate-webhook
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{/* An image: <image.registry>/<repository>:<tag>, the registry left out when empty. */}}
+{{/* An image: <registry>/<repository>:<tag>, the registry left out when empty, and @<digest> when
+set: the runtime pulls by digest, and the tag stays for people reading. */}}
 {{- define "leasegate.image" -}}
-{{ with .root.Values.image.registry }}{{ trimSuffix "/" . }}/{{ end }}{{ .image.repository }}:{{ .image.tag | default .root.Chart.AppVersion }}
+{{ with .registry }}{{ trimSuffix "/" . }}/{{ end }}{{ .image.repository }}:{{ .image.tag | default .root.Chart.AppVersion }}{{ with .image.digest }}@{{ . }}{{ end }}
 {{- end -}}
 
 {{- define "leasegate.webhookImage" -}}
-{{ include "leasegate.image" (dict "root" . "image" .Values.image.webhook) }}
+{{ include "leasegate.image" (dict "root" . "registry" .Values.image.registry "image" .Values.image.webhook) }}
 {{- end -}}
 
 {{- define "leasegate.agentImage" -}}
-{{ include "leasegate.image" (dict "root" . "image" .Values.image.agent) }}
+{{ include "leasegate.image" (dict "root" . "registry" .Values.image.registry "image" .Values.image.agent) }}
+{{- end -}}
+
+{{/* Where leasegate's releases are published: image.registry's default. */}}
+{{- define "leasegate.publishedRegistry" -}}ghcr.io/leasegate{{- end -}}
+
+{{/* The helm test image: from tests.image.registry if set; else from image.registry when that is not
+where releases are published (a mirror, which then holds the test image too); else from docker.io. */}}
+{{- define "leasegate.testImage" -}}
+{{- $registry := .Values.tests.image.registry -}}
+{{- if not $registry -}}
+{{- $mirror := .Values.image.registry | trimSuffix "/" -}}
+{{- $registry = ternary "docker.io" $mirror (or (not $mirror) (eq $mirror (include "leasegate.publishedRegistry" .))) -}}
+{{- end -}}
+{{ include "leasegate.image" (dict "root" . "registry" $registry "image" .Values.tests.image) }}
 {{- end -}}
 
 {{/* Namespaces that are never injected nor fenced. */}}
@@ -52,7 +76,7 @@ clientConfig:
     namespace: {{ $root.Release.Namespace }}
     path: {{ index . 1 }}
     port: 443
-  {{- if and (not $root.Values.certificates.certManager.enabled) $root.Values.certificates.caBundle }}
+  {{- if not $root.Values.certificates.certManager.enabled }}
   caBundle: {{ $root.Values.certificates.caBundle | b64enc }}
   {{- end }}
 {{- end -}}
@@ -61,6 +85,10 @@ clientConfig:
 {{- if .Values.certificates.certManager.enabled -}}
 {{ include "leasegate.webhookName" . }}-tls
 {{- else -}}
-{{ required "certificates.existingSecret is required when certificates.certManager.enabled is false" .Values.certificates.existingSecret }}
+{{- $secret := required "certificates.existingSecret is required when certificates.certManager.enabled is false: the name of a kubernetes.io/tls Secret in the release namespace for leasegate-webhook.<namespace>.svc, with certificates.caBundle the CA that signed it" .Values.certificates.existingSecret -}}
+{{- if not .Values.certificates.caBundle -}}
+{{- fail "certificates.caBundle is empty: with certificates.existingSecret (certManager.enabled=false) the webhook configurations need the PEM CA bundle that signed that Secret's certificate, or the API server trusts none of leasegate's answers and every opted-in pod's creation fails; set certificates.caBundle (e.g. --set-file certificates.caBundle=ca.crt), or use cert-manager" -}}
+{{- end -}}
+{{ $secret }}
 {{- end -}}
 {{- end -}}
