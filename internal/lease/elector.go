@@ -253,12 +253,8 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
-	at := e.clock.Now()
-	if wait, ok := e.mayTake(observed, j, at); !ok {
+	if wait, ok := e.mayTake(observed, j, e.clock.Now()); !ok {
 		return min(e.cfg.Timing.RetryPeriod, wait), false
-	}
-	if at.Before(e.holdUntil) {
-		return e.holdUntil.Sub(at), false
 	}
 	return 0, true
 }
