@@ -84,7 +84,7 @@ type Request struct {
 // Do sends req and decodes a successful response's JSON into into (when not nil). A response outside
 // 2xx is a *StatusError.
 func (c *Client) Do(ctx context.Context, req Request, into any) error {
-	resp, err := c.send(ctx, req, kindOf(req.Method, false), "application/json", retryableRequestError)
+	resp, err := c.send(ctx, req, kindOf(req.Method), "application/json", retryableRequestError)
 	if err != nil {
 		return err
 	}
@@ -103,7 +103,7 @@ func (c *Client) Do(ctx context.Context, req Request, into any) error {
 // Stream sends req, a GET with watch=true, and returns the open response body: one JSON watch event
 // after another until the server ends the watch or ctx ends. A refusal is a *StatusError.
 func (c *Client) Stream(ctx context.Context, req Request) (io.ReadCloser, error) {
-	resp, err := c.send(ctx, req, KindWatch, "application/json;stream=watch", retryableWatchError)
+	resp, err := c.send(ctx, req, KindRead, "application/json;stream=watch", retryableWatchError)
 	if err != nil {
 		return nil, err
 	}

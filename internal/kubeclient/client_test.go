@@ -239,7 +239,7 @@ func TestRetryAfterHoldsBackTheNextRequestOfItsKindOnly(t *testing.T) {
 	}
 }
 
-func TestAWatchsErrorEventHoldsBackTheNextWatch(t *testing.T) {
+func TestAWatchsErrorEventHoldsBackTheNextWatchAndRead(t *testing.T) {
 	tests := []struct {
 		name         string
 		details      *StatusDetails
@@ -266,8 +266,12 @@ func TestAWatchsErrorEventHoldsBackTheNextWatch(t *testing.T) {
 			if heldBack := err != nil && requests.Load() == 0; heldBack != tt.wantHeldBack {
 				t.Errorf("the next watch: error %v after %d requests; want held back %v", err, requests.Load(), tt.wantHeldBack)
 			}
-			if err := client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/x"}, nil); err != nil {
-				t.Errorf("a read is not held back by a watch's Retry-After: %v", err)
+			err = client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/x"}, nil)
+			if heldBack := err != nil; heldBack != tt.wantHeldBack {
+				t.Errorf("the next read: error %v; want held back %v", err, tt.wantHeldBack)
+			}
+			if err := client.Do(context.Background(), Request{Method: http.MethodPut, Path: "/x", Body: "renewal"}, nil); err != nil {
+				t.Errorf("a write is not held back by a watch's Retry-After: %v", err)
 			}
 		})
 	}

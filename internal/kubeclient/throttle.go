@@ -11,35 +11,29 @@ import (
 )
 
 // Kind sorts requests by what the server may ask this client to hold back: a Retry-After on an answer
-// to one kind of request sets the earliest next request of that kind only, so that a list shed while
-// the API server catches up does not also hold back the writes of an election that leads.
+// to one kind of request sets the earliest next request of that kind only. Reads and watches are one
+// kind: they are what a follower sends (its watch's list and watch, a read before it takes), and an
+// agent being shed must not send one of each within the server's wait. Writes are the other: a leader's
+// renewals must not wait behind the relist of its own watch.
 type Kind int
 
 const (
-	// KindRead is a GET of an object or a list.
+	// KindRead is a GET: of an object, a list, or the opening of a watch.
 	KindRead Kind = iota
-	// KindWatch is the opening of a watch.
-	KindWatch
 	// KindWrite is anything that changes an object: a create, an update, an eviction.
 	KindWrite
 	kinds
 )
 
 func (k Kind) String() string {
-	switch k {
-	case KindRead:
+	if k == KindRead {
 		return "read"
-	case KindWatch:
-		return "watch"
 	}
 	return "write"
 }
 
-func kindOf(method string, watch bool) Kind {
-	switch {
-	case watch:
-		return KindWatch
-	case method == http.MethodGet:
+func kindOf(method string) Kind {
+	if method == http.MethodGet {
 		return KindRead
 	}
 	return KindWrite
@@ -100,12 +94,12 @@ func (c *Client) takeToken(ctx context.Context, req Request) error {
 }
 
 // WatchError is the error of a watch's ERROR event carrying status. A retryAfterSeconds in the status's
-// details holds back the next watch as a Retry-After would.
+// details holds back the next read or watch as a Retry-After would.
 func (c *Client) WatchError(status Status) *StatusError {
 	err := &StatusError{Status: status}
 	if d := status.Details; d != nil && d.RetryAfterSeconds > 0 {
 		err.RetryAfter = time.Duration(d.RetryAfterSeconds) * time.Second
-		c.throttle.hold(KindWatch, time.Now(), err.RetryAfter)
+		c.throttle.hold(KindRead, time.Now(), err.RetryAfter)
 	}
 	return err
 }
