@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -30,6 +33,9 @@ type ControlPlane struct {
 	env    *envtest.Environment
 	Config *rest.Config // system:masters
 	Client kubernetes.Interface
+	// restarted are the processes RestartAPIServer and RestartEtcd started in place of envtest's, by
+	// command name: envtest does not know them, so Stop stops them first.
+	restarted map[string]*exec.Cmd
 }
 
 // StartControlPlane starts kube-apiserver and etcd through envtest, with the CRDs in crdDirs installed.
@@ -76,7 +82,96 @@ func (c *ControlPlane) Address() string {
 func (c *ControlPlane) EtcdURL() string { return c.env.ControlPlane.Etcd.URL.String() }
 
 // Stop stops the API server and etcd and removes their data.
-func (c *ControlPlane) Stop() error { return c.env.Stop() }
+func (c *ControlPlane) Stop() error {
+	for _, name := range []string{apiServerCommand, etcdCommand} { // the API server first, as envtest does
+		if cmd := c.restarted[name]; cmd != nil {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			_ = cmd.Wait()
+		}
+	}
+	return c.env.Stop()
+}
+
+const apiServerCommand, etcdCommand = "kube-apiserver", "etcd"
+
+// RestartAPIServer kills kube-apiserver (SIGKILL: no graceful shutdown, every connection and watch drops at
+// once, as when its node fails) and starts it again with the same flags, certificates and etcd, then waits
+// until it is ready. It returns when the new one answered ready.
+func (c *ControlPlane) RestartAPIServer(ctx context.Context) (time.Time, error) {
+	if err := c.restart(apiServerCommand); err != nil {
+		return time.Time{}, err
+	}
+	return c.waitReady(ctx)
+}
+
+// RestartEtcd kills etcd (SIGKILL) and starts it again on the same data directory and ports, while
+// kube-apiserver keeps running and reconnects to it; it returns when the API server answered ready
+// again (its readiness includes etcd's).
+func (c *ControlPlane) RestartEtcd(ctx context.Context) (time.Time, error) {
+	if err := c.restart(etcdCommand); err != nil {
+		return time.Time{}, err
+	}
+	return c.waitReady(ctx)
+}
+
+// restart kills the child process named name and starts its executable again with its command line.
+func (c *ControlPlane) restart(name string) error {
+	pid := children()[name]
+	if pid == 0 {
+		return fmt.Errorf("no %s running under this process", name)
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return err
+	}
+	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return err
+	}
+	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")[1:]
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		return fmt.Errorf("killing %s: %w", name, err)
+	}
+	// Gone once reaped (by envtest, or by Stop's Wait for one restarted before): only then are its ports free.
+	for children()[name] == pid {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if old := c.restarted[name]; old != nil {
+		_ = old.Wait()
+	}
+	// Its output is dropped: an API server under load logs without end, and nothing reads it.
+	cmd := exec.Command(exe, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as envtest starts it: a terminal's ^C is for the test
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting %s again: %w", name, err)
+	}
+	if c.restarted == nil {
+		c.restarted = map[string]*exec.Cmd{}
+	}
+	c.restarted[name] = cmd
+	return nil
+}
+
+// waitReady polls the API server's /readyz until it answers ok, for at most two minutes.
+func (c *ControlPlane) waitReady(ctx context.Context) (time.Time, error) {
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		attempt, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(attempt)
+		cancel()
+		if err == nil {
+			return time.Now(), nil
+		}
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("kube-apiserver not ready 2 minutes after a restart: %w", err)
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
 
 // Metrics are the API server's own metrics.
 func (c *ControlPlane) Metrics(ctx context.Context) (Metrics, error) {
@@ -90,6 +185,19 @@ func (c *ControlPlane) Metrics(ctx context.Context) (Metrics, error) {
 // RSSBytes are the resident set sizes of the API server and etcd, which envtest starts as this process's
 // children; zero for one not found.
 func (c *ControlPlane) RSSBytes() (apiServer, etcd int64) {
+	pids := children()
+	if pid := pids[apiServerCommand]; pid != 0 {
+		apiServer, _ = RSSBytes(pid)
+	}
+	if pid := pids[etcdCommand]; pid != 0 {
+		etcd, _ = RSSBytes(pid)
+	}
+	return apiServer, etcd
+}
+
+// children are this process's child processes that still run, pid by command name.
+func children() map[string]int {
+	pids := map[string]int{}
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
 	for _, stat := range stats {
 		data, err := os.ReadFile(stat)
@@ -102,15 +210,13 @@ func (c *ControlPlane) RSSBytes() (apiServer, etcd int64) {
 		if lparen < 0 || rparen < lparen || len(fields) < 2 || fields[1] != strconv.Itoa(os.Getpid()) {
 			continue
 		}
-		pid, _ := strconv.Atoi(strings.TrimSpace(string(data[:lparen])))
-		switch string(data[lparen+1 : rparen]) {
-		case "kube-apiserver":
-			apiServer, _ = RSSBytes(pid)
-		case "etcd":
-			etcd, _ = RSSBytes(pid)
+		if fields[0] == "Z" { // exited, not yet reaped
+			continue
 		}
+		pid, _ := strconv.Atoi(strings.TrimSpace(string(data[:lparen])))
+		pids[string(data[lparen+1:rparen])] = pid
 	}
-	return apiServer, etcd
+	return pids
 }
 
 func controlPlaneAssets() (string, error) {
