@@ -102,12 +102,12 @@ func parseList(flagName, value string, known []string, emptyOK bool) ([]string, 
 }
 
 type config struct {
-	counts                                []int
-	candidates                            int
-	clients, restarts                     []string
-	window                                time.Duration
-	crashes, startRate, renewals          int
-	timeout                               time.Duration
+	counts                       []int
+	candidates                   int
+	clients, restarts            []string
+	window                       time.Duration
+	crashes, startRate, renewals int
+	timeout                      time.Duration
 }
 
 // row is one steady-state measurement.
