@@ -72,13 +72,14 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
+	specs := s.ElectionSpecs()
+	api.SetRateLimit(apiRateLimit(specs))
 	client := lease.NewClient(api)
 	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
 	var store lease.Store = client
 	if s.LeaseKind == LeaseKindMultiClusterLease {
 		store = lease.NewMultiClusterClient(api)
 	}
-	specs := s.ElectionSpecs()
 	for i, spec := range specs {
 		e := &runningElection{index: i, spec: spec, log: log}
 		if len(specs) > 1 {
@@ -269,8 +270,12 @@ func (a *Agent) evictSelf(e *runningElection) {
 			e.log.Info("Evicted this pod", "pod", a.settings.PodName)
 			return
 		}
-		e.log.Error(err, "Evicting this pod failed; retrying", "pod", a.settings.PodName, "retryIn", retry)
-		time.Sleep(retry)
+		wait := retry
+		if retryAfter, _ := kubeclient.RetryAfterOf(err); retryAfter > wait {
+			wait = retryAfter
+		}
+		e.log.Error(err, "Evicting this pod failed; retrying", "pod", a.settings.PodName, "retryIn", wait)
+		time.Sleep(wait)
 	}
 }
 
@@ -283,6 +288,24 @@ func (a *Agent) writeStatus() {
 	if err := writeStatusFile(a.settings.StatusFile, report(a.named())); err != nil {
 		a.log.Error(err, "Writing the status file failed", "path", a.settings.StatusFile)
 	}
+}
+
+// apiBurstPerElection is how many requests an election may send at once under the client's rate limit:
+// the most it sends back to back is at its start (a list, a watch, a take, a read after a lost race,
+// another take) or on a renewal that conflicts (the renewal, a read, the renewal again).
+const apiBurstPerElection = 5
+
+// apiRateLimit sizes the agent's client-side rate limit for its elections: twice the steady rate (one
+// renewal per retry period for each election it leads; a follower's watch sends nothing while the
+// lease is renewed), so that it never binds in steady state, with apiBurstPerElection for each. What it
+// caps is a storm: a watch failing as fast as its backoff allows while the follower reads the lease
+// before each attempt, a loop of conflicts. At the default timing (retry period 2 s) one election gets
+// 1 request/s and a burst of 5; client-go gives every client 5/s and 10.
+func apiRateLimit(specs []lease.ElectionSpec) (qps float64, burst int) {
+	for _, spec := range specs {
+		qps += 2 / spec.Timing().RetryPeriod.Seconds()
+	}
+	return qps, apiBurstPerElection * len(specs)
 }
 
 // apiClient is the API client from KUBECONFIG when set, the pod's in-cluster config otherwise.

@@ -18,16 +18,24 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // maxUndecodedBody bounds how much of a body is read without being decoded: a failure's Status, or what
 // follows a decoded value.
 const maxUndecodedBody = 64 << 10
 
-// Client sends JSON requests to one API server.
+// Client sends JSON requests to one API server. It honours the server's Retry-After: an answer that
+// carries one holds back the next request of its kind (Kind) until it has passed, and such a request
+// fails at once with a *ThrottledError instead of being sent. It retries no refusal itself: whether a
+// shed request is worth sending again, and when, is the caller's to judge (a leader's renewal is, a
+// follower's take can wait longer), and RetryAfterOf tells it the least wait.
 type Client struct {
-	host *url.URL
-	http *http.Client
+	host     *url.URL
+	http     *http.Client
+	throttle throttle
+	limiter  *rate.Limiter // nil: no client-side rate limit (SetRateLimit)
 }
 
 // New builds a client for config.
@@ -76,7 +84,7 @@ type Request struct {
 // Do sends req and decodes a successful response's JSON into into (when not nil). A response outside
 // 2xx is a *StatusError.
 func (c *Client) Do(ctx context.Context, req Request, into any) error {
-	resp, err := c.send(ctx, req, "application/json", retryableRequestError)
+	resp, err := c.send(ctx, req, kindOf(req.Method, false), "application/json", retryableRequestError)
 	if err != nil {
 		return err
 	}
@@ -95,17 +103,16 @@ func (c *Client) Do(ctx context.Context, req Request, into any) error {
 // Stream sends req, a GET with watch=true, and returns the open response body: one JSON watch event
 // after another until the server ends the watch or ctx ends. A refusal is a *StatusError.
 func (c *Client) Stream(ctx context.Context, req Request) (io.ReadCloser, error) {
-	resp, err := c.send(ctx, req, "application/json;stream=watch", retryableWatchError)
+	resp, err := c.send(ctx, req, KindWatch, "application/json;stream=watch", retryableWatchError)
 	if err != nil {
 		return nil, err
 	}
 	return resp.Body, nil
 }
 
-// maxRetries is how often a request is sent again, as client-go's REST client does: when the server
-// asked for it (429 or 5xx with Retry-After: API Priority and Fairness shedding load, a server starting),
-// after the Retry-After it gave; or when the connection failed in a way that is safe to retry
-// (retryableRequestError, retryableWatchError), after a second. All within the caller's context.
+// maxRetries is how often a request whose connection failed in a way that is safe to retry
+// (retryableRequestError, retryableWatchError) is sent again, after a second, within the caller's
+// context, as client-go's REST client does. A refusal by the server is never retried here.
 const maxRetries = 10
 
 // errorRetryAfter is the wait before a request whose connection failed is sent again: client-go answers
@@ -126,7 +133,7 @@ func retryableWatchError(_ string, err error) bool {
 	return IsProbableEOF(err) || IsTimeout(err)
 }
 
-func (c *Client) send(ctx context.Context, req Request, accept string, retryable func(method string, err error) bool) (*http.Response, error) {
+func (c *Client) send(ctx context.Context, req Request, kind Kind, accept string, retryable func(method string, err error) bool) (*http.Response, error) {
 	u := *c.host
 	u.Path += req.Path
 	u.RawQuery = req.Query.Encode()
@@ -138,6 +145,12 @@ func (c *Client) send(ctx context.Context, req Request, accept string, retryable
 		}
 	}
 	for attempt := 0; ; attempt++ {
+		if wait := c.throttle.wait(kind, time.Now()); wait > 0 {
+			return nil, &ThrottledError{Kind: kind, Wait: wait}
+		}
+		if err := c.takeToken(ctx, req); err != nil {
+			return nil, err
+		}
 		var body io.Reader
 		if data != nil {
 			body = bytes.NewReader(data)
@@ -150,52 +163,46 @@ func (c *Client) send(ctx context.Context, req Request, accept string, retryable
 		if data != nil {
 			httpReq.Header.Set("Content-Type", "application/json")
 		}
-		var failure error
-		var wait time.Duration
 		resp, err := c.http.Do(httpReq)
-		switch {
-		case err != nil:
-			if ctx.Err() != nil || !retryable(req.Method, err) {
-				return nil, err
+		if err == nil {
+			if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+				return resp, nil
 			}
-			failure, wait = err, errorRetryAfter
-		case resp.StatusCode >= 200 && resp.StatusCode <= 299:
-			return resp, nil
-		default:
 			errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
 			resp.Body.Close()
-			failure = statusError(resp.StatusCode, errBody)
-			var retry bool
-			if wait, retry = retryAfter(resp); !retry {
-				return nil, failure
+			failure := statusError(resp.StatusCode, errBody)
+			failure.RetryAfter = retryAfter(resp, failure.Status)
+			if failure.RetryAfter > 0 {
+				c.throttle.hold(kind, time.Now(), failure.RetryAfter)
 			}
-		}
-		if attempt == maxRetries {
 			return nil, failure
 		}
-		t := time.NewTimer(wait)
+		if ctx.Err() != nil || !retryable(req.Method, err) || attempt == maxRetries {
+			return nil, err
+		}
+		t := time.NewTimer(errorRetryAfter)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, failure
+			return nil, err
 		case <-t.C:
 		}
 	}
 }
 
-// retryAfter reports whether the server asked for the request again, and after how long: a 429 or a 5xx
-// with a Retry-After header of whole seconds, as client-go's REST client reads it (checkWait,
-// retryAfterSeconds). A 429 without one is not retried: client-go hands it to the caller, and so does
-// this client, which has no rate limiter to slow a retry down with. A date in Retry-After is not read,
-// as client-go does not read it either.
-func retryAfter(resp *http.Response) (time.Duration, bool) {
-	if resp.StatusCode != http.StatusTooManyRequests && resp.StatusCode < 500 {
-		return 0, false
+// retryAfter is how long the server asked this client to wait: a 429's or a 5xx's Retry-After header of
+// whole seconds, as client-go's REST client reads it (checkWait, retryAfterSeconds), or else the
+// retryAfterSeconds of the Status in the body, which any refusal may carry. A date in Retry-After is
+// not read, as client-go does not read it either. 0: the server did not ask.
+func retryAfter(resp *http.Response, status Status) time.Duration {
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		if seconds, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil {
+			// Clamped so that no header overflows the duration.
+			return time.Duration(min(max(seconds, 0), math.MaxInt32)) * time.Second
+		}
 	}
-	seconds, err := strconv.Atoi(resp.Header.Get("Retry-After"))
-	if err != nil {
-		return 0, false
+	if status.Details != nil && status.Details.RetryAfterSeconds > 0 {
+		return time.Duration(status.Details.RetryAfterSeconds) * time.Second
 	}
-	// Clamped so that no header overflows the duration.
-	return time.Duration(min(max(seconds, 0), math.MaxInt32)) * time.Second, true
+	return 0
 }

@@ -153,59 +153,147 @@ func TestDoReusesAChunkedConnection(t *testing.T) {
 	}
 }
 
-func TestDoRetriesWhatTheServerAsksToRetry(t *testing.T) {
+func TestRefusalsCarryTheServersRetryAfterAndAreNotRetried(t *testing.T) {
 	tests := []struct {
-		name        string
-		code        int
-		retryAfter  string
-		wantRetried bool
+		name       string
+		code       int
+		retryAfter string // the header
+		body       string
+		wantWait   time.Duration
+		wantShed   bool
 	}{
-		{name: "429 from API Priority and Fairness, with Retry-After", code: 429, retryAfter: "1", wantRetried: true},
-		{name: "429 with Retry-After 0 is retried at once", code: 429, retryAfter: "0", wantRetried: true},
-		{name: "429 without Retry-After is the caller's to handle, as in client-go", code: 429},
-		{name: "429 with a date for Retry-After is not read, as in client-go", code: 429, retryAfter: "Wed, 25 Nov 2026 12:00:00 GMT"},
-		{name: "503 with Retry-After", code: 503, retryAfter: "1", wantRetried: true},
-		{name: "503 without Retry-After is the caller's to handle", code: 503},
-		{name: "409 is never retried: the compare-and-swap lost", code: 409},
-		{name: "409 with Retry-After is not retried either", code: 409, retryAfter: "1"},
+		{name: "429 from API Priority and Fairness, with Retry-After", code: 429, retryAfter: "2", wantWait: 2 * time.Second, wantShed: true},
+		{name: "429 without Retry-After is still being shed", code: 429, wantShed: true},
+		{name: "429 with a date for Retry-After: the date is not read, as in client-go", code: 429, retryAfter: "Wed, 25 Nov 2026 12:00:00 GMT", wantShed: true},
+		{name: "429 whose Status carries retryAfterSeconds", code: 429,
+			body: `{"kind":"Status","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":3}}`, wantWait: 3 * time.Second, wantShed: true},
+		{name: "the header wins over the Status's retryAfterSeconds", code: 429, retryAfter: "1",
+			body: `{"kind":"Status","reason":"TooManyRequests","code":429,"details":{"retryAfterSeconds":3}}`, wantWait: time.Second, wantShed: true},
+		{name: "503 with Retry-After", code: 503, retryAfter: "1", wantWait: time.Second, wantShed: true},
+		{name: "504 server timeout with retryAfterSeconds", code: 504,
+			body: `{"kind":"Status","reason":"Timeout","code":504,"details":{"retryAfterSeconds":1}}`, wantWait: time.Second, wantShed: true},
+		{name: "409: the compare-and-swap lost, nothing to wait for", code: 409},
+		{name: "409 with a Retry-After header: read on 429 and 5xx only, as in client-go", code: 409, retryAfter: "1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var requests atomic.Int32
-			client := serve(t, func(w http.ResponseWriter, r *http.Request) {
-				body, _ := io.ReadAll(r.Body)
-				if string(body) != `"renewal"` {
-					http.Error(w, "the retry lost the body: "+string(body), http.StatusBadRequest)
-					return
+			client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+				requests.Add(1)
+				if tt.retryAfter != "" {
+					w.Header().Set("Retry-After", tt.retryAfter)
 				}
-				if requests.Add(1) == 1 {
-					if tt.retryAfter != "" {
-						w.Header().Set("Retry-After", tt.retryAfter)
-					}
-					w.WriteHeader(tt.code)
-					return
-				}
-				_, _ = w.Write([]byte(`{}`))
+				w.WriteHeader(tt.code)
+				_, _ = w.Write([]byte(tt.body))
 			})
 			err := client.Do(context.Background(), Request{Method: http.MethodPut, Path: "/x", Body: "renewal"}, nil)
-			if retried := requests.Load() == 2; retried != tt.wantRetried || (err == nil) != tt.wantRetried {
-				t.Errorf("%d requests, error %v: want retried %v", requests.Load(), err, tt.wantRetried)
+			wait, shed := RetryAfterOf(err)
+			if err == nil || wait != tt.wantWait || shed != tt.wantShed {
+				t.Errorf("error %v: RetryAfterOf = %s, %v; want %s, %v", err, wait, shed, tt.wantWait, tt.wantShed)
+			}
+			if n := requests.Load(); n != 1 {
+				t.Errorf("%d requests: want 1, the caller judges when to send it again", n)
 			}
 		})
 	}
 }
 
-func TestDoGivesUpRetryingAtTheCallersDeadline(t *testing.T) {
-	client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Retry-After", "5")
-		w.WriteHeader(http.StatusTooManyRequests)
+func TestRetryAfterHoldsBackTheNextRequestOfItsKindOnly(t *testing.T) {
+	var requests atomic.Int32
+	client := serve(t, func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		if r.Method == http.MethodPut {
+			w.Header().Set("Retry-After", "60")
+			w.WriteHeader(http.StatusTooManyRequests)
+			return
+		}
+		_, _ = w.Write([]byte(`{}`))
 	})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx := context.Background()
+	put := Request{Method: http.MethodPut, Path: "/x", Body: "take"}
+	if err := client.Do(ctx, put, nil); err == nil {
+		t.Fatal("the 429 was not an error")
+	}
+	// The next write is not sent: the server asked for none for a minute.
+	err := client.Do(ctx, Request{Method: http.MethodPost, Path: "/x", Body: "create"}, nil)
+	var throttled *ThrottledError
+	wait, shed := RetryAfterOf(err)
+	if !errors.As(err, &throttled) || throttled.Kind != KindWrite || !shed || wait <= 0 || wait > time.Minute {
+		t.Errorf("the next write: error %v, RetryAfterOf %s %v; want a ThrottledError for writes, waiting (0, 1m]", err, wait, shed)
+	}
+	if n := requests.Load(); n != 1 {
+		t.Errorf("%d requests reached the server: want only the first write", n)
+	}
+	// Reads and watches were not asked to wait.
+	if err := client.Do(ctx, Request{Method: http.MethodGet, Path: "/x"}, nil); err != nil {
+		t.Errorf("a read after the writes' Retry-After: %v", err)
+	}
+	body, err := client.Stream(ctx, Request{Method: http.MethodGet, Path: "/x"})
+	if err != nil {
+		t.Errorf("a watch after the writes' Retry-After: %v", err)
+	} else {
+		body.Close()
+	}
+	if n := requests.Load(); n != 3 {
+		t.Errorf("%d requests reached the server: want the write, the read and the watch", n)
+	}
+}
+
+func TestAWatchsErrorEventHoldsBackTheNextWatch(t *testing.T) {
+	tests := []struct {
+		name         string
+		details      *StatusDetails
+		wantHeldBack bool
+	}{
+		{name: "an error event with retryAfterSeconds", details: &StatusDetails{RetryAfterSeconds: 60}, wantHeldBack: true},
+		{name: "an error event without", details: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var requests atomic.Int32
+			client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+				requests.Add(1)
+				_, _ = w.Write([]byte(`{}`))
+			})
+			event := client.WatchError(Status{Code: 429, Reason: "TooManyRequests", Details: tt.details})
+			if wait, shed := RetryAfterOf(event); !shed || (wait > 0) != tt.wantHeldBack {
+				t.Errorf("RetryAfterOf(%v) = %s, %v", event, wait, shed)
+			}
+			body, err := client.Stream(context.Background(), Request{Method: http.MethodGet, Path: "/x"})
+			if err == nil {
+				body.Close()
+			}
+			if heldBack := err != nil && requests.Load() == 0; heldBack != tt.wantHeldBack {
+				t.Errorf("the next watch: error %v after %d requests; want held back %v", err, requests.Load(), tt.wantHeldBack)
+			}
+			if err := client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/x"}, nil); err != nil {
+				t.Errorf("a read is not held back by a watch's Retry-After: %v", err)
+			}
+		})
+	}
+}
+
+func TestRateLimitCapsWhatTheClientSends(t *testing.T) {
+	var requests atomic.Int32
+	client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		_, _ = w.Write([]byte(`{}`))
+	})
+	// A token an hour, two in the bucket: a storm gets its burst, then waits.
+	client.SetRateLimit(1.0/3600, 2)
+	for i := range 2 {
+		if err := client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/x"}, nil); err != nil {
+			t.Fatalf("request %d of the burst: %v", i+1, err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	start := time.Now()
 	err := client.Do(ctx, Request{Method: http.MethodGet, Path: "/x"}, nil)
-	if err == nil || time.Since(start) > 2*time.Second {
-		t.Errorf("error %v after %s: want the 429 back at the deadline, not after Retry-After", err, time.Since(start))
+	if err == nil || !strings.Contains(err.Error(), "rate limit") {
+		t.Errorf("the request after the burst: error %v, want the rate limit's (its token is an hour away, past the deadline)", err)
+	}
+	if n := requests.Load(); n != 2 {
+		t.Errorf("%d requests reached the server: want the burst of 2", n)
 	}
 }
 

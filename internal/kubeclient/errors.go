@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Status is the API server's account of a failure (meta/v1 Status), as it sends it in the body of a
@@ -16,13 +17,24 @@ import (
 type Status struct {
 	Message string `json:"message"`
 	// Reason is machine-readable: Conflict, NotFound, AlreadyExists, Expired, Gone, ...
-	Reason string `json:"reason"`
-	Code   int    `json:"code"`
+	Reason  string         `json:"reason"`
+	Code    int            `json:"code"`
+	Details *StatusDetails `json:"details,omitempty"`
+}
+
+// StatusDetails is the part of a Status's details this client reads.
+type StatusDetails struct {
+	// RetryAfterSeconds is the server's Retry-After in the body: API Priority and Fairness's 429s and a
+	// server timeout's 504 carry it, and a watch's ERROR event can carry nothing else of the kind.
+	RetryAfterSeconds int32 `json:"retryAfterSeconds,omitempty"`
 }
 
 // StatusError is a request the API server refused.
 type StatusError struct {
 	Status Status
+	// RetryAfter is how long the server asked this client to wait before its next request of the kind
+	// (Retry-After, or the Status's retryAfterSeconds); 0 when it did not ask.
+	RetryAfter time.Duration
 }
 
 func (e *StatusError) Error() string {
@@ -65,6 +77,23 @@ func ReasonOf(err error) string {
 		return statusErr.Status.Reason
 	}
 	return ""
+}
+
+// RetryAfterOf reports whether err says the API server is holding this client back, and the least it
+// asked to wait before the next request of the kind: a 429 (API Priority and Fairness shedding load) or
+// a 5xx, with or without a Retry-After; any refusal that carries one; or a *ThrottledError, a request
+// not sent because of an earlier Retry-After. Callers back off at least that long.
+func RetryAfterOf(err error) (time.Duration, bool) {
+	var throttled *ThrottledError
+	if errors.As(err, &throttled) {
+		return throttled.Wait, true
+	}
+	var statusErr *StatusError
+	if !errors.As(err, &statusErr) {
+		return 0, false
+	}
+	code := statusErr.Status.Code
+	return statusErr.RetryAfter, statusErr.RetryAfter > 0 || code == http.StatusTooManyRequests || code >= 500
 }
 
 // IsConflict: a write's resourceVersion was stale (or two creates raced: the second is AlreadyExists).

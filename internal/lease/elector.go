@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -97,6 +98,11 @@ type Elector struct {
 	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
 	// while its connection stays healthy); the next attempt reads the lease first.
 	readFirst bool
+	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
+	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
+	// that wait short.
+	shed      int
+	holdUntil time.Time
 
 	// leaderUntil (Unix nanoseconds) is the renew deadline of the last successful renewal. Status never
 	// reports leadership past it, even if the loop has not run to step down: a process that was paused
@@ -247,8 +253,12 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
-	if wait, ok := e.mayTake(observed, j, e.clock.Now()); !ok {
+	at := e.clock.Now()
+	if wait, ok := e.mayTake(observed, j, at); !ok {
 		return min(e.cfg.Timing.RetryPeriod, wait), false
+	}
+	if at.Before(e.holdUntil) {
+		return e.holdUntil.Sub(at), false
 	}
 	return 0, true
 }
@@ -284,6 +294,9 @@ func (e *Elector) act(ctx context.Context) time.Duration {
 
 func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	retry := e.cfg.Timing.RetryPeriod
+	if now := e.clock.Now(); now.Before(e.holdUntil) {
+		return e.holdUntil.Sub(now) // shed: the backoff is not over
+	}
 	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timing.RenewDeadline)
 	defer cancel()
 
@@ -304,9 +317,9 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 			return e.create(reqCtx)
 		}
 		if err != nil {
-			e.logAttempt(err, "read")
-			return retry
+			return e.failedAttempt(err, "read")
 		}
+		e.shed = 0
 	}
 
 	now := e.clock.Now()
@@ -327,8 +340,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	ClearHandover(next) // taken: the request, if any, is done
 	updated, err := e.cfg.Client.Update(reqCtx, next)
 	if err != nil {
-		e.logAttempt(err, "take")
-		return retry
+		return e.failedAttempt(err, "take")
 	}
 	e.wrote(updated, now)
 	if kind, ok := TakeoverOf(base, j, e.cfg.Identity); ok {
@@ -342,8 +354,7 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 	now := e.clock.Now()
 	created, err := e.cfg.Client.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
 	if err != nil {
-		e.logAttempt(err, "create")
-		return e.cfg.Timing.RetryPeriod
+		return e.failedAttempt(err, "create")
 	}
 	e.wrote(created, now)
 	e.becomeLeader(now, created)
@@ -398,7 +409,19 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
 			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
 	}
-	return min(e.cfg.Timing.RetryPeriod, deadline.Sub(e.clock.Now()))
+	return renewRetryDelay(e.cfg.Timing.RetryPeriod, err, deadline.Sub(e.clock.Now()))
+}
+
+// renewRetryDelay is when a leader whose renewal failed with err tries again, with left until its renew
+// deadline: after the server's Retry-After when it gave one, which is sooner than the retry period when
+// the server allows it (the renewals of leaders are what the shed followers' budget goes to), later when
+// it asks for longer; after the retry period otherwise; never past the deadline, where it steps down.
+func renewRetryDelay(retryPeriod time.Duration, err error, left time.Duration) time.Duration {
+	wait := retryPeriod
+	if retryAfter, _ := kubeclient.RetryAfterOf(err); retryAfter > 0 {
+		wait = retryAfter
+	}
+	return max(min(wait, left), 0)
 }
 
 // release stops leading and hands the lease back with an empty holder, as client-go's ReleaseOnCancel
@@ -473,6 +496,7 @@ func (e *Elector) spec(renew, acquired time.Time, transitions int32) Spec {
 
 func (e *Elector) becomeLeader(renewed time.Time, lease *Lease) {
 	e.leading = true
+	e.shed, e.holdUntil = 0, time.Time{}
 	e.renewed(renewed, lease)
 	e.publish(lease, true)
 }
@@ -620,6 +644,37 @@ func (e *Elector) publish(lease *Lease, leading bool) {
 		e.cfg.Log.Info("Leader changed", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
 	}
 	e.cfg.OnChange(next)
+}
+
+// failedAttempt handles a follower's failed read, take or create, and says when to try again: after
+// the retry period, or, while the API server sheds this follower's requests, after a backoff that
+// doubles with each attempt shed in a row (followerBackoff).
+func (e *Elector) failedAttempt(err error, what string) time.Duration {
+	e.logAttempt(err, what)
+	retryAfter, shed := kubeclient.RetryAfterOf(err)
+	if !shed {
+		e.shed = 0
+		return e.cfg.Timing.RetryPeriod
+	}
+	e.shed++
+	wait := followerBackoff(e.cfg.Timing, e.shed, retryAfter, rand.N[time.Duration])
+	e.holdUntil = e.clock.Now().Add(wait)
+	return wait
+}
+
+// followerBackoff is how long a follower waits after the n-th attempt in a row that the API server shed:
+// the retry period, doubling with each, up to the lease duration (so a follower still tries about once
+// per lease, and a lease that was freed is taken within one more lease duration), and never less than
+// the server's Retry-After, plus up to half as much again of jitter (jitter(d) draws from [0, d)), so the
+// followers shed together do not return together. The leaders keep renewing on their retry period, and
+// the server's capacity that the followers give up goes to them.
+func followerBackoff(t Timing, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	backoff := t.RetryPeriod
+	for i := 1; i < n && backoff < t.LeaseDuration; i++ {
+		backoff *= 2
+	}
+	backoff = max(min(backoff, t.LeaseDuration), retryAfter)
+	return backoff + jitter(backoff/2+1)
 }
 
 func (e *Elector) logAttempt(err error, what string) {

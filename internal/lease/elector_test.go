@@ -35,9 +35,10 @@ type memStore struct {
 	// the watches asked for.
 	endWatches bool
 	watches    int
-	// gets counts the reads of the lease by name; failLists, when set, is what every List returns.
-	gets      int
-	failLists error
+	// gets counts the reads of the lease by name, lists its lists, writes its creates and updates
+	// (failed ones too); failLists, when set, is what every List returns.
+	gets, lists, writes int
+	failLists           error
 	// generations: the object is a MultiClusterLease, whose generation the API server bumps on every
 	// change of spec.
 	generations bool
@@ -74,6 +75,7 @@ func (s *memStore) Get(_ context.Context, _, _ string) (*Lease, error) {
 func (s *memStore) Create(_ context.Context, l *Lease) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writes++
 	if s.failWrites != nil {
 		return nil, s.failWrites
 	}
@@ -86,6 +88,7 @@ func (s *memStore) Create(_ context.Context, l *Lease) (*Lease, error) {
 func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.writes++
 	if s.failWrites != nil {
 		return nil, s.failWrites
 	}
@@ -154,6 +157,7 @@ func mustJSON(v any) string {
 func (s *memStore) List(context.Context, string, string) (*Lease, string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.lists++
 	if s.failLists != nil {
 		return nil, "", s.failLists
 	}

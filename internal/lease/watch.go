@@ -11,13 +11,28 @@ import (
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
 // watchBackoffMax, each with up to as much again of jitter so that thousands of agents cut off by an API
-// server restart do not come back in step. client-go's reflector backs off from 0.8 s to 30 s; the cap
-// is lower here because one watch per election is all an agent has, and a follower whose watch is down
-// falls back to reading the lease before each attempt (see tryAcquire).
+// server restart do not come back in step, and never shorter than the server's Retry-After. client-go's
+// reflector backs off from 0.8 s to 30 s; the cap is lower here because one watch per election is all
+// an agent has, and a follower whose watch is down falls back to reading the lease before each attempt
+// (see tryAcquire).
 const (
 	watchBackoffMin = 200 * time.Millisecond
 	watchBackoffMax = 10 * time.Second
 )
+
+// watchRetryDelay is the wait after a failed list or watch: the backoff, or the server's Retry-After if
+// longer, plus jitter (drawn from [0, backoff)). It never undercuts the Retry-After.
+func watchRetryDelay(backoff, retryAfter, jitter time.Duration) time.Duration {
+	return max(backoff, retryAfter) + jitter
+}
+
+// relistWindow is the span over which the elections whose watches expired together (an API server
+// restarted, its watch cache too new for the versions they had) spread their new lists: the retry
+// period, or the backoff once it has grown past it. A late list costs no safety: a leader renews on its
+// own copy, and a follower without a watch reads the lease before it takes it.
+func relistWindow(retryPeriod, backoff time.Duration) time.Duration {
+	return max(retryPeriod, backoff)
+}
 
 // watch keeps e.observed current and signals changed after each change, until ctx ends: it lists the
 // lease by name, then watches it from the list's resourceVersion, resuming from the last version seen
@@ -36,16 +51,22 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 		if ctx.Err() != nil {
 			return // shutting down: the failure is the cancellation
 		}
-		// Expiry is routine (the server compacted past the version this watch had); anything else, such
-		// as an API server restart or missing rights, is shown, each time it happens, at most every
-		// watchBackoffMax once it persists. Even an expiry waits a little before the list: a server that
-		// keeps expiring watches must not be listed in a tight loop.
+		retryAfter, _ := kubeclient.RetryAfterOf(err)
+		// Expiry is routine (the server compacted past the version this watch had), but it comes to every
+		// agent at once after an API server restart: its list waits for a point drawn over the relist
+		// window, so that they do not all list in the same instant. Anything else, such as an API server
+		// restart or missing rights, is shown, each time it happens, at most every watchBackoffMax once
+		// it persists. Even an expiry waits the backoff: a server that keeps expiring watches must not be
+		// listed in a tight loop.
+		var delay time.Duration
 		if kubeclient.IsResourceExpired(err) {
-			e.cfg.Log.V(1).Info("The lease's watch expired; listing it again", "lease", e.name)
+			delay = watchRetryDelay(backoff, retryAfter, rand.N(relistWindow(e.cfg.Timing.RetryPeriod, backoff)))
+			e.cfg.Log.V(1).Info("The lease's watch expired; listing it again", "lease", e.name, "in", delay)
 		} else {
-			e.cfg.Log.Error(err, "Watching the lease failed; retrying", "lease", e.name, "in", backoff)
+			delay = watchRetryDelay(backoff, retryAfter, rand.N(backoff))
+			e.cfg.Log.Error(err, "Watching the lease failed; retrying", "lease", e.name, "in", delay)
 		}
-		t := e.clock.NewTimer(backoff + rand.N(backoff))
+		t := e.clock.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():

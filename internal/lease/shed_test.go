@@ -1,0 +1,228 @@
+package lease
+
+import (
+	"errors"
+	"math/rand/v2"
+	"net/http"
+	"testing"
+	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/leasegate/leasegate/internal/kubeclient"
+)
+
+// shedErr is the API server shedding a request (API Priority and Fairness's 429) with a Retry-After.
+func shedErr(retryAfter time.Duration) error {
+	return &kubeclient.StatusError{Status: kubeclient.Status{Code: http.StatusTooManyRequests, Reason: "TooManyRequests"}, RetryAfter: retryAfter}
+}
+
+func noJitter(time.Duration) time.Duration     { return 0 }
+func mostJitter(d time.Duration) time.Duration { return d - 1 }
+
+func TestWatchRetryDelayNeverUndercutsRetryAfter(t *testing.T) {
+	tests := []struct {
+		name                        string
+		backoff, retryAfter, jitter time.Duration
+		want                        time.Duration
+	}{
+		{name: "no Retry-After: the backoff and its jitter", backoff: 200 * time.Millisecond, jitter: 150 * time.Millisecond, want: 350 * time.Millisecond},
+		{name: "a Retry-After longer than the backoff replaces it", backoff: 200 * time.Millisecond, retryAfter: time.Second, want: time.Second},
+		{name: "the jitter comes on top of the Retry-After, so agents told alike do not return alike", backoff: 200 * time.Millisecond, retryAfter: time.Second, jitter: 100 * time.Millisecond, want: 1100 * time.Millisecond},
+		{name: "a Retry-After shorter than the backoff changes nothing", backoff: 10 * time.Second, retryAfter: time.Second, want: 10 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := watchRetryDelay(tt.backoff, tt.retryAfter, tt.jitter)
+			if got != tt.want || got < tt.retryAfter {
+				t.Errorf("watchRetryDelay(%s, %s, %s) = %s, want %s (never under the Retry-After)", tt.backoff, tt.retryAfter, tt.jitter, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestRelistsAreSpreadOverTheRetryPeriod: after an API server restart every agent's watch expires at
+// once; their lists are drawn over a window of one retry period after the backoff, not all at once.
+func TestRelistsAreSpreadOverTheRetryPeriod(t *testing.T) {
+	const agents = 1000
+	retryPeriod := 2 * time.Second
+	lowest, highest := time.Duration(1<<62), time.Duration(0)
+	for range agents {
+		d := watchRetryDelay(watchBackoffMin, 0, rand.N(relistWindow(retryPeriod, watchBackoffMin)))
+		lowest, highest = min(lowest, d), max(highest, d)
+	}
+	if lowest < watchBackoffMin || highest >= watchBackoffMin+retryPeriod {
+		t.Errorf("relists between %s and %s: want within [%s, %s)", lowest, highest, watchBackoffMin, watchBackoffMin+retryPeriod)
+	}
+	if highest-lowest < retryPeriod/2 {
+		t.Errorf("%d relists span only %s of the %s window: not spread", agents, highest-lowest, retryPeriod)
+	}
+	if w := relistWindow(retryPeriod, watchBackoffMax); w != watchBackoffMax {
+		t.Errorf("relistWindow with the backoff past the retry period = %s, want the backoff %s", w, watchBackoffMax)
+	}
+}
+
+func TestFollowerBackoffDoublesWhileShedAndHonoursRetryAfter(t *testing.T) {
+	timing := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	tests := []struct {
+		name       string
+		shed       int
+		retryAfter time.Duration
+		jitter     func(time.Duration) time.Duration
+		want       time.Duration
+	}{
+		{name: "first attempt shed: the retry period", shed: 1, jitter: noJitter, want: 2 * time.Second},
+		{name: "second in a row: doubled", shed: 2, jitter: noJitter, want: 4 * time.Second},
+		{name: "third in a row: doubled again", shed: 3, jitter: noJitter, want: 8 * time.Second},
+		{name: "many in a row: at most a lease duration", shed: 40, jitter: noJitter, want: 15 * time.Second},
+		{name: "a Retry-After longer than the backoff wins", shed: 1, retryAfter: 5 * time.Second, jitter: noJitter, want: 5 * time.Second},
+		{name: "a Retry-After past the lease duration still wins", shed: 40, retryAfter: 30 * time.Second, jitter: noJitter, want: 30 * time.Second},
+		{name: "jitter adds up to half the backoff", shed: 2, jitter: mostJitter, want: 6 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := followerBackoff(timing, tt.shed, tt.retryAfter, tt.jitter)
+			if got != tt.want || got < tt.retryAfter {
+				t.Errorf("followerBackoff(%d shed, Retry-After %s) = %s, want %s", tt.shed, tt.retryAfter, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRenewRetryDelay(t *testing.T) {
+	tests := []struct {
+		name string
+		err  error
+		left time.Duration
+		want time.Duration
+	}{
+		{name: "a failure without Retry-After: the retry period", err: errors.New("connection refused"), left: 8 * time.Second, want: 2 * time.Second},
+		{name: "shed with a short Retry-After: sooner than the retry period", err: shedErr(time.Second), left: 8 * time.Second, want: time.Second},
+		{name: "shed with a long Retry-After: that long", err: shedErr(5 * time.Second), left: 8 * time.Second, want: 5 * time.Second},
+		{name: "never past the renew deadline", err: shedErr(30 * time.Second), left: 3 * time.Second, want: 3 * time.Second},
+		{name: "a 429 without Retry-After: the retry period", err: shedErr(0), left: 8 * time.Second, want: 2 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := renewRetryDelay(2*time.Second, tt.err, tt.left); got != tt.want {
+				t.Errorf("renewRetryDelay(%v, %s left) = %s, want %s", tt.err, tt.left, got, tt.want)
+			}
+		})
+	}
+}
+
+// TestShedFollowerWaitsOutRetryAfter: a follower whose take the server sheds does not try again before
+// the Retry-After has passed, not at its next retry period, nor when a watch event shows the lease free.
+func TestShedFollowerWaitsOutRetryAfter(t *testing.T) {
+	store, clock := storeWith(t, heldLease("", start)), clocktesting.NewFakeClock(start)
+	retryAfter := 4 * testTiming.RetryPeriod
+	store.mu.Lock()
+	store.failWrites = shedErr(retryAfter)
+	created := store.writes
+	store.mu.Unlock()
+	writes := func() int { // the elector's
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.writes - created
+	}
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it tries to take the free lease", func() bool { return writes() == 1 })
+	for range 3 {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+	}
+	store.write(t, func(l *Lease) { l.Spec.RenewTime = MicroTime{clock.Now()} }) // still free: a watch event
+	settle()
+	if n := writes(); n != 1 {
+		t.Fatalf("%d takes within %s of a Retry-After of %s: want 1", n, 3*testTiming.RetryPeriod, retryAfter)
+	}
+	store.mu.Lock()
+	store.failWrites = nil
+	store.mu.Unlock()
+	eventually(t, "it takes the lease once the Retry-After (and its jitter) has passed", func() bool {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+		return e.Status().IsLeader
+	})
+}
+
+// TestShedLeaderRenewsAfterRetryAfterAndKeepsLeading: a leader whose renewal is shed tries again after
+// the Retry-After, sooner than its retry period when the server allows it, and keeps the lease.
+func TestShedLeaderRenewsAfterRetryAfterAndKeepsLeading(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	writes := func() int {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.writes
+	}
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	created := writes()
+	retryAfter := testTiming.RetryPeriod * 3 / 2
+	store.mu.Lock()
+	store.failWrites = shedErr(retryAfter)
+	store.mu.Unlock()
+	clock.Step(testTiming.RetryPeriod)
+	eventually(t, "it renews at its retry period and is shed", func() bool { return writes() == created+1 })
+	clock.Step(retryAfter - time.Millisecond)
+	settle()
+	if n := writes(); n != created+1 {
+		t.Fatalf("%d renewals before the Retry-After of %s passed: want 1", n-created, retryAfter)
+	}
+	store.mu.Lock()
+	store.failWrites = nil
+	store.mu.Unlock()
+	clock.Step(time.Millisecond)
+	eventually(t, "it renews once the Retry-After has passed", func() bool { return writes() == created+2 })
+	if !e.Status().IsLeader || holderOf(store.current()) != "a-0_ua" {
+		t.Error("the shed leader lost the lease")
+	}
+}
+
+// TestWatchResumesFromTheLastVersionAndListsOnlyWhenExpired: a watch the server ends is resumed from
+// the last version it saw, without a list; only an expired version (410) makes the elector list again.
+func TestWatchResumesFromTheLastVersionAndListsOnlyWhenExpired(t *testing.T) {
+	tests := []struct {
+		name      string
+		end       func(t *testing.T, s *memStore)
+		wantLists int
+		// watches until it watches again: the first; the resumed one (and the new one after the list).
+		wantWatches int
+	}{
+		{name: "the server ends the watch: resumed, no list", wantLists: 1, wantWatches: 2, end: func(t *testing.T, s *memStore) {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for w := range s.watchers {
+				close(w)
+			}
+			s.watchers = nil
+		}},
+		{name: "the version expired (410): listed again", wantLists: 2, wantWatches: 3, end: func(t *testing.T, s *memStore) {
+			s.restart(t, func(l *Lease) { l.Spec.RenewTime = MicroTime{start.Add(time.Minute)} })
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+			e, _ := runElector(t, store, clock, "a-0_ua")
+			eventually(t, "it watches", func() bool { return e.watching.Load() })
+			tt.end(t, store)
+			eventually(t, "it watches again", func() bool {
+				settle()
+				store.mu.Lock()
+				watches := store.watches
+				store.mu.Unlock()
+				if watches < tt.wantWatches {
+					clock.Step(watchBackoffMax)
+					return false
+				}
+				return e.watching.Load()
+			})
+			store.mu.Lock()
+			defer store.mu.Unlock()
+			if store.lists != tt.wantLists {
+				t.Errorf("%d lists, want %d", store.lists, tt.wantLists)
+			}
+		})
+	}
+}
