@@ -189,7 +189,11 @@ func startCandidate(ctx context.Context, client string, pods *framework.PodClien
 		}()
 		return e, nil
 	}
-	store := &agentStore{Client: lease.NewClient(pods.For(namespace, "default", podName, podUID)), last: last, writes: w}
+	api := pods.For(namespace, "default", podName, podUID)
+	// The rate limit the agent gives its client for one election (internal/agent's apiRateLimit): twice
+	// its steady renewals, and a burst of 5.
+	api.SetRateLimit(2/timing.RetryPeriod.Seconds(), 5)
+	store := &agentStore{Client: lease.NewClient(api), last: last, writes: w}
 	elector, err := lease.NewElector(lease.Config{
 		Client: store, Namespace: namespace, Name: leaseName, Identity: identity,
 		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: log,
