@@ -3,6 +3,7 @@ package framework
 import (
 	"context"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -24,29 +25,36 @@ func TestControlPlaneRestarts(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		name    string
-		restart func(context.Context) error
+		name     string
+		replaced string // the process that must have a new pid
+		restart  func(context.Context) (time.Time, error)
 	}{
-		{"kube-apiserver killed and restarted", func(ctx context.Context) error { _, err := cp.RestartAPIServer(ctx); return err }},
-		{"etcd killed and restarted", func(ctx context.Context) error { _, err := cp.RestartEtcd(ctx); return err }},
-		{"kube-apiserver restarted a second time", func(ctx context.Context) error { _, err := cp.RestartAPIServer(ctx); return err }},
+		{"kube-apiserver killed and restarted", apiServerCommand, cp.RestartAPIServer},
+		{"etcd killed and restarted", etcdCommand, cp.RestartEtcd},
+		{"kube-apiserver restarted a second time", apiServerCommand, cp.RestartAPIServer},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			before, _ := cp.RSSBytes()
-			pidBefore := children()
-			if err := tc.restart(ctx); err != nil {
+			before := children()
+			killed := time.Now()
+			answered, err := tc.restart(ctx)
+			if err != nil {
 				t.Fatal(err)
 			}
-			if now := children(); now[apiServerCommand] == 0 || now[etcdCommand] == 0 || now == nil {
-				t.Fatalf("after the restart, children %v, want kube-apiserver and etcd", now)
-			} else if now[apiServerCommand] == pidBefore[apiServerCommand] && now[etcdCommand] == pidBefore[etcdCommand] {
-				t.Fatalf("neither process was replaced: %v", now)
+			if !answered.After(killed) {
+				t.Errorf("answered at %s, before the kill at %s", answered, killed)
+			}
+			after := children()
+			if after[apiServerCommand] == 0 || after[etcdCommand] == 0 {
+				t.Fatalf("after the restart, children %v: want kube-apiserver and etcd", after)
+			}
+			if after[tc.replaced] == before[tc.replaced] {
+				t.Errorf("%s still has pid %d: want it replaced", tc.replaced, before[tc.replaced])
 			}
 			if _, err := cp.Client.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
 				t.Fatalf("what was written before the restart: %v", err)
 			}
-			if after, _ := cp.RSSBytes(); before == 0 || after == 0 {
-				t.Fatalf("kube-apiserver RSS %d before, %d after: want both found", before, after)
+			if apiServer, etcd := cp.RSSBytes(); apiServer == 0 || etcd == 0 {
+				t.Errorf("RSS of kube-apiserver %d, etcd %d: want both found", apiServer, etcd)
 			}
 		})
 	}
