@@ -303,7 +303,7 @@ func measure(ctx context.Context, bench *framework.WebhookBench, cfg config, n i
 		default:
 		}
 		if o.led == 0 {
-			return fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s", name, o.unledAtEnd, cfg.timeout, failed)
+			return fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s\n%s", name, o.unledAtEnd, cfg.timeout, failed, bench.ControlPlane.RestartLog())
 		}
 		fmt.Fprintf(os.Stderr, "  %s: every lease led after %s\n", name, o.led.Round(100*time.Millisecond))
 		return nil

@@ -36,6 +36,7 @@ type ControlPlane struct {
 	// restarted are the processes RestartAPIServer and RestartEtcd started in place of envtest's, by
 	// command name: envtest does not know them, so Stop stops them first.
 	restarted map[string]*exec.Cmd
+	logs      []string // their output, removed by Stop
 }
 
 // StartControlPlane starts kube-apiserver and etcd through envtest, with the CRDs in crdDirs installed.
@@ -89,7 +90,21 @@ func (c *ControlPlane) Stop() error {
 			_ = cmd.Wait()
 		}
 	}
+	for _, log := range c.logs {
+		_ = os.Remove(log)
+	}
 	return c.env.Stop()
+}
+
+// RestartLog is the end (at most 4 KiB) of the output of the processes RestartAPIServer and RestartEtcd
+// started, for a test that sees one not come back to say why.
+func (c *ControlPlane) RestartLog() string {
+	var b strings.Builder
+	for _, log := range c.logs {
+		data, _ := os.ReadFile(log)
+		fmt.Fprintf(&b, "%s:\n%s\n", log, data[max(0, len(data)-4096):])
+	}
+	return b.String()
 }
 
 const apiServerCommand, etcdCommand = "kube-apiserver", "etcd"
@@ -139,12 +154,20 @@ func (c *ControlPlane) restart(name string) error {
 	if old := c.restarted[name]; old != nil {
 		_ = old.Wait()
 	}
-	// Its output is dropped: an API server under load logs without end, and nothing reads it.
+	// Its output goes to a file, not to memory: an API server under load logs without end.
+	log, err := os.CreateTemp("", "leasegate-"+name+"-*.log")
+	if err != nil {
+		return err
+	}
 	cmd := exec.Command(exe, args...)
+	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as envtest starts it: a terminal's ^C is for the test
-	if err := cmd.Start(); err != nil {
+	err = cmd.Start()
+	_ = log.Close() // the child has its own descriptor
+	if err != nil {
 		return fmt.Errorf("starting %s again: %w", name, err)
 	}
+	c.logs = append(c.logs, log.Name())
 	if c.restarted == nil {
 		c.restarted = map[string]*exec.Cmd{}
 	}
@@ -163,7 +186,7 @@ func (c *ControlPlane) waitReady(ctx context.Context) (time.Time, error) {
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("kube-apiserver not ready 2 minutes after a restart: %w", err)
+			return time.Time{}, fmt.Errorf("kube-apiserver not ready 2 minutes after a restart: %w; the restarted processes' output is in %s", err, strings.Join(c.logs, ", "))
 		}
 		select {
 		case <-ctx.Done():
