@@ -6,6 +6,7 @@ package framework
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -35,7 +36,7 @@ type ControlPlane struct {
 	Client kubernetes.Interface
 	// restarted are the processes RestartAPIServer and RestartEtcd started in place of envtest's, by
 	// command name: envtest does not know them, so Stop stops them first.
-	restarted map[string]*exec.Cmd
+	restarted map[string]*restartedProcess
 	logs      []string // their output, removed by Stop
 }
 
@@ -85,9 +86,9 @@ func (c *ControlPlane) EtcdURL() string { return c.env.ControlPlane.Etcd.URL.Str
 // Stop stops the API server and etcd and removes their data.
 func (c *ControlPlane) Stop() error {
 	for _, name := range []string{apiServerCommand, etcdCommand} { // the API server first, as envtest does
-		if cmd := c.restarted[name]; cmd != nil {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			_ = cmd.Wait()
+		if p := c.restarted[name]; p != nil {
+			_ = p.cmd.Process.Signal(syscall.SIGTERM)
+			<-p.exited
 		}
 	}
 	for _, log := range c.logs {
@@ -96,7 +97,7 @@ func (c *ControlPlane) Stop() error {
 	return c.env.Stop()
 }
 
-// RestartLog is the end (at most 4 KiB) of the output of the processes RestartAPIServer and RestartEtcd
+// RestartLog is the end (at most 4 KiB) of the output of each process RestartAPIServer and RestartEtcd
 // started, for a test that sees one not come back to say why.
 func (c *ControlPlane) RestartLog() string {
 	var b strings.Builder
@@ -109,74 +110,106 @@ func (c *ControlPlane) RestartLog() string {
 
 const apiServerCommand, etcdCommand = "kube-apiserver", "etcd"
 
+// restartedProcess is a process started in place of one of envtest's.
+type restartedProcess struct {
+	cmd    *exec.Cmd
+	log    string
+	exited chan struct{} // closed once reaped
+}
+
 // RestartAPIServer kills kube-apiserver (SIGKILL: no graceful shutdown, every connection and watch drops at
-// once, as when its node fails) and starts it again with the same flags, certificates and etcd, then waits
-// until it is ready. It returns when the new one answered ready.
+// once, as when its node fails) and starts it again with the same flags, certificates and etcd. It returns
+// when the new one answered ready.
 func (c *ControlPlane) RestartAPIServer(ctx context.Context) (time.Time, error) {
-	if err := c.restart(apiServerCommand); err != nil {
-		return time.Time{}, err
-	}
-	return c.waitReady(ctx)
+	return c.restart(ctx, apiServerCommand)
 }
 
 // RestartEtcd kills etcd (SIGKILL) and starts it again on the same data directory and ports, while
-// kube-apiserver keeps running and reconnects to it; it returns when the API server answered ready
-// again (its readiness includes etcd's).
+// kube-apiserver keeps running and reconnects to it. It returns when the API server answered ready again
+// (its readiness includes etcd's).
 func (c *ControlPlane) RestartEtcd(ctx context.Context) (time.Time, error) {
-	if err := c.restart(etcdCommand); err != nil {
-		return time.Time{}, err
-	}
-	return c.waitReady(ctx)
+	return c.restart(ctx, etcdCommand)
 }
 
-// restart kills the child process named name and starts its executable again with its command line.
-func (c *ControlPlane) restart(name string) error {
+// restartAttempts bounds the starts of a restarted process whose port was taken: envtest's ports are in
+// the kernel's ephemeral range, and while nothing listens on one, a client dialling it again and again
+// (thousands of electors) can be given that very port as its own for a moment (a TCP self-connect).
+const restartAttempts = 20
+
+// restart kills the child process named name, starts its executable again with its command line, and
+// waits until the API server is ready.
+func (c *ControlPlane) restart(ctx context.Context, name string) (time.Time, error) {
 	pid := children()[name]
 	if pid == 0 {
-		return fmt.Errorf("no %s running under this process", name)
+		return time.Time{}, fmt.Errorf("no %s running under this process", name)
 	}
 	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	cmdline, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 	if err != nil {
-		return err
+		return time.Time{}, err
 	}
 	args := strings.Split(strings.TrimSuffix(string(cmdline), "\x00"), "\x00")[1:]
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
-		return fmt.Errorf("killing %s: %w", name, err)
+		return time.Time{}, fmt.Errorf("killing %s: %w", name, err)
 	}
-	// Gone once reaped (by envtest, or by Stop's Wait for one restarted before): only then are its ports free.
+	if old := c.restarted[name]; old != nil {
+		<-old.exited
+	}
+	// Gone once reaped (by envtest, or above for one restarted before): only then are its ports free.
 	for children()[name] == pid {
 		time.Sleep(10 * time.Millisecond)
 	}
-	if old := c.restarted[name]; old != nil {
-		_ = old.Wait()
+	for attempt := 1; ; attempt++ {
+		p, err := c.start(name, exe, args)
+		if err != nil {
+			return time.Time{}, err
+		}
+		ready, err := c.waitReady(ctx, p)
+		if !errors.Is(err, errExited) {
+			return ready, err
+		}
+		data, _ := os.ReadFile(p.log)
+		if attempt == restartAttempts || !strings.Contains(string(data), "address already in use") {
+			return time.Time{}, fmt.Errorf("%s exited after its restart:\n%s", name, data[max(0, len(data)-4096):])
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	// Its output goes to a file, not to memory: an API server under load logs without end.
+}
+
+// start starts exe as the process name, its output to a file (an API server under load logs without end).
+func (c *ControlPlane) start(name, exe string, args []string) (*restartedProcess, error) {
 	log, err := os.CreateTemp("", "leasegate-"+name+"-*.log")
 	if err != nil {
-		return err
+		return nil, err
 	}
+	c.logs = append(c.logs, log.Name())
 	cmd := exec.Command(exe, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // as envtest starts it: a terminal's ^C is for the test
 	err = cmd.Start()
 	_ = log.Close() // the child has its own descriptor
 	if err != nil {
-		return fmt.Errorf("starting %s again: %w", name, err)
+		return nil, fmt.Errorf("starting %s again: %w", name, err)
 	}
-	c.logs = append(c.logs, log.Name())
+	p := &restartedProcess{cmd: cmd, log: log.Name(), exited: make(chan struct{})}
+	go func() {
+		_ = cmd.Wait()
+		close(p.exited)
+	}()
 	if c.restarted == nil {
-		c.restarted = map[string]*exec.Cmd{}
+		c.restarted = map[string]*restartedProcess{}
 	}
-	c.restarted[name] = cmd
-	return nil
+	c.restarted[name] = p
+	return p, nil
 }
 
-// waitReady polls the API server's /readyz until it answers ok, for at most two minutes.
-func (c *ControlPlane) waitReady(ctx context.Context) (time.Time, error) {
+var errExited = errors.New("exited")
+
+// waitReady polls the API server's /readyz until it answers ok, for at most two minutes, unless p exits.
+func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (time.Time, error) {
 	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		attempt, cancel := context.WithTimeout(ctx, time.Second)
@@ -191,6 +224,8 @@ func (c *ControlPlane) waitReady(ctx context.Context) (time.Time, error) {
 		select {
 		case <-ctx.Done():
 			return time.Time{}, ctx.Err()
+		case <-p.exited:
+			return time.Time{}, errExited
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
