@@ -127,7 +127,7 @@ bench: $(CONTROLPLANE_DEP) cluster-prerequisites ## Go benchmarks of the hot pat
 	$(GO) run ./test/gatebench -rate 1000 -duration 10s
 	$(GO) run ./test/fenceload -rate 1000 -duration 10s -leases 1000,5000,10000 -guards 10,100,1000
 	$(GO) run ./test/provisionload -leases 1000,5000 -candidates 3
-	$(GO) run ./test/electionload -leases 1000,5000,10000 -candidates 3
+	$(GO) run ./test/electionload -leases 1000,5000 -candidates 3 -client agent,client-go -restarts apiserver,etcd
 	$(GO) test -count=1 -timeout 30m ./test/e2e/ -ginkgo.label-filter=multicluster -multicluster.runs 20 -multicluster.report $(BIN)/multicluster-bench.md
 	@cat $(BIN)/multicluster-bench.md
 	$(CLUSTER_SUITE) -cluster.runs 20 -cluster.report $(BIN)/cluster-bench.md

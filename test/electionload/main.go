@@ -11,20 +11,25 @@
 // changes and claims (none, and never two leaders of one lease), the resident memory of the API server
 // (and what the electors' watches added to it), etcd and the webhook, and the webhook's own API requests;
 // then it crashes leaders (their store fails, so they neither renew nor release) and times the takeovers
-// against their budget. `make bench` runs it.
+// against their budget. Then the bad days: it kills kube-apiserver and starts it again on the same etcd
+// (every watch and connection drops at once, every elector comes back together), then does the same to
+// etcd, and reports for each, as for the cold start, how long until every lease was led again, the 429s,
+// the lease writes per second, leaders changed, two claims and the API server's memory. -client runs the
+// same rows with client-go's leaderelection electors (resourcelock.LeaseLock, client-go's defaults) as
+// well, one client after the other on the same control plane, so that each row has both side by side.
+// `make bench` runs it; docs/scale.md has the figures.
 package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -47,28 +52,68 @@ const leasesPerNamespace = 100
 func main() {
 	leases := flag.String("leases", "1000", "comma-separated numbers of leases, a row each")
 	candidates := flag.Int("candidates", 3, "electors per lease")
+	clients := flag.String("client", clientAgent+","+clientClientGo, "comma-separated electors to run each row with, one after the other: "+clientAgent+" (leasegate's own) and "+clientClientGo+" (client-go's leaderelection with a LeaseLock)")
+	restarts := flag.String("restarts", "apiserver,etcd", "comma-separated control-plane restarts each row goes through after its steady window: apiserver (kube-apiserver killed and started again on the same etcd), etcd (etcd killed and started again); empty for none")
 	window := flag.Duration("window", 30*time.Second, "steady-state window measured per row")
-	crashes := flag.Int("crashes", 10, "leaders crashed per row, at once, for the takeover figures")
+	crashes := flag.Int("crashes", 10, "leaders crashed per row, at once, for the takeover figures; 0 for none")
 	startRate := flag.Int("start-rate", 500, "electors started per second (a cluster's pods do not all start in one instant)")
 	renewals := flag.Int("renewals", 500, "leaders' renewals per second the API server is asked for at most: a row whose leases would renew more often at the default timing gets a longer one")
+	timeout := flag.Duration("recover-timeout", 5*time.Minute, "how long a scenario waits for every lease to be led before it reports the leases still unled")
 	flag.Parse()
 	framework.QuietControllerRuntime()
 	klog.SetLogger(logr.Discard()) // client-go reports the electors' requests cancelled at the end of each row
 	counts, err := framework.Counts(*leases)
-	if err != nil || *candidates < 2 || *crashes < 1 || *crashes > slices.Min(counts) || *startRate < 1 || *renewals < 1 {
-		fmt.Fprintf(os.Stderr, "electionload: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d: want positive counts, at least 2 candidates, crashes within each row's leases\n",
-			*leases, *candidates, *crashes, *startRate, *renewals)
+	if err != nil || *candidates < 2 || *crashes < 0 || *crashes > slices.Min(counts) || *startRate < 1 || *renewals < 1 || *window <= 0 || *timeout <= 0 {
+		fmt.Fprintf(os.Stderr, "electionload: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d -window %s -recover-timeout %s: want positive counts, at least 2 candidates, crashes within each row's leases, positive durations\n",
+			*leases, *candidates, *crashes, *startRate, *renewals, *window, *timeout)
 		os.Exit(2)
 	}
-	if err := run(context.Background(), counts, *candidates, *window, *crashes, *startRate, *renewals); err != nil {
+	clientList, err := parseList("-client", *clients, []string{clientAgent, clientClientGo}, false)
+	if err == nil {
+		var restartList []string
+		if restartList, err = parseList("-restarts", *restarts, []string{"apiserver", "etcd"}, true); err == nil {
+			err = run(context.Background(), config{counts: counts, candidates: *candidates, clients: clientList, restarts: restartList,
+				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, timeout: *timeout})
+		}
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "electionload:", err)
 		os.Exit(1)
 	}
 }
 
-// row is one measurement.
+// parseList reads a comma-separated flag whose values must be among known, each once.
+func parseList(flagName, value string, known []string, emptyOK bool) ([]string, error) {
+	if strings.TrimSpace(value) == "" {
+		if emptyOK {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("%s is empty: want some of %s", flagName, strings.Join(known, ","))
+	}
+	var list []string
+	for _, v := range strings.Split(value, ",") {
+		v = strings.TrimSpace(v)
+		if !slices.Contains(known, v) || slices.Contains(list, v) {
+			return nil, fmt.Errorf("%s %q: want a comma-separated list of %s, each at most once", flagName, value, strings.Join(known, ","))
+		}
+		list = append(list, v)
+	}
+	return list, nil
+}
+
+type config struct {
+	counts                       []int
+	candidates                   int
+	clients, restarts            []string
+	window                       time.Duration
+	crashes, startRate, renewals int
+	timeout                      time.Duration
+}
+
+// row is one steady-state measurement.
 type row struct {
 	leases, electors int
+	client           string
 	timing           lease.Timing
 	// Over the steady window:
 	requestsPerSecond        map[string]float64 // lease requests by verb
@@ -87,18 +132,25 @@ type row struct {
 	takeovers []time.Duration
 }
 
-func run(ctx context.Context, counts []int, candidates int, window time.Duration, crashes, startRate, renewals int) error {
-	// The webhook's own election gets the timing of the largest row, as its operator would give it: at
-	// the default timing its elected replica, renewing every 2 s within 10 s, loses its lease while the
-	// electors start on this saturated API server, and leasegate-webhook exits (a replica restarts then).
-	largest, err := timingFor(slices.Max(counts), renewals)
+func run(ctx context.Context, cfg config) error {
+	// The webhook's own election gets a timing no restart here outlasts, as its operator would give it
+	// on this API server: at the default timing its elected replica, renewing every 2 s within 10 s,
+	// loses its lease while the electors start or the control plane restarts, and leasegate-webhook
+	// exits (its Deployment would restart it; this harness does not, and the lease guard is what every
+	// elector's write goes through).
+	webhookTiming, err := lease.TimingFor(2*time.Minute, lease.DefaultClockSkewMargin)
 	if err != nil {
 		return err
 	}
+	if largest, err := timingFor(slices.Max(cfg.counts), cfg.renewals); err != nil {
+		return err
+	} else if largest.LeaseDuration > webhookTiming.LeaseDuration {
+		webhookTiming = largest
+	}
 	bench, err := framework.StartWebhookBench(ctx,
-		"--"+manager.FlagLeaseDuration+"="+largest.LeaseDuration.String(),
-		"--"+manager.FlagRenewDeadline+"="+largest.RenewDeadline.String(),
-		"--"+manager.FlagRetryPeriod+"="+largest.RetryPeriod.String())
+		"--"+manager.FlagLeaseDuration+"="+webhookTiming.LeaseDuration.String(),
+		"--"+manager.FlagRenewDeadline+"="+webhookTiming.RenewDeadline.String(),
+		"--"+manager.FlagRetryPeriod+"="+webhookTiming.RetryPeriod.String())
 	if err != nil {
 		return err
 	}
@@ -106,22 +158,30 @@ func run(ctx context.Context, counts []int, candidates int, window time.Duration
 	if err := grantLeases(ctx, bench.Client); err != nil {
 		return err
 	}
+	loadBefore := loadAverage()
 	var rows []row
-	for _, n := range counts {
-		timing, err := timingFor(n, renewals)
+	var outcomes []outcome
+	for _, n := range cfg.counts {
+		timing, err := timingFor(n, cfg.renewals)
 		if err != nil {
 			return err
 		}
-		r, err := measure(ctx, bench, n, candidates, timing, window, crashes, startRate)
-		if err != nil {
-			return fmt.Errorf("%d leases: %w", n, err)
+		for _, client := range cfg.clients {
+			r, o, err := measure(ctx, bench, cfg, n, client, timing)
+			outcomes = append(outcomes, o...)
+			if err != nil {
+				printOutcomes(outcomes)
+				return fmt.Errorf("%d leases, %s electors: %w", n, client, err)
+			}
+			rows = append(rows, r)
 		}
-		rows = append(rows, r)
 	}
-	fmt.Printf("\nElections at scale: %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s.\n\n",
-		candidates, window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, renewals)
-	fmt.Println("| leases | electors | timing D / R / P | all led after | lease requests/s: renewals (PUT) / other | lease guard p50 / p99 (API server) | renewal p50 / p99 / max (leader) | Lease watches | leaders changed / two claims | API server RSS (added by the electors) | etcd RSS | webhook RSS | webhook's API requests/s | crash takeover median / max (budget D + M) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	versions, _ := framework.PinnedVersions()
+	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s.\n\n",
+		time.Now().UTC().Format(time.DateOnly), versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], runtime.NumCPU(), loadBefore, loadAverage(),
+		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals)
+	fmt.Println("| leases | electors | client | timing D / R / P | all led after | lease requests/s: renewals (PUT) / other | lease guard p50 / p99 (API server) | renewal p50 / p99 / max (leader) | Lease watches | leaders changed / two claims | API server RSS (added by the electors) | etcd RSS | webhook RSS | webhook's API requests/s | crash takeover median / max (budget D + M) |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
 		put := r.requestsPerSecond["PUT"]
 		var other float64
@@ -130,16 +190,34 @@ func run(ctx context.Context, counts []int, candidates int, window time.Duration
 				other += v
 			}
 		}
-		slices.Sort(r.takeovers)
-		fmt.Printf("| %d | %d | %s / %s / %s | %s | %.0f / %.1f | %.1f / %.0f ms | %s / %s / %s | %.0f | %d / %d | %s (%s) | %s | %s | %.1f | %s / %s (%s) |\n",
-			r.leases, r.electors, r.timing.LeaseDuration, r.timing.RenewDeadline, r.timing.RetryPeriod, r.startup.Round(100*time.Millisecond),
+		takeovers := "-"
+		if len(r.takeovers) > 0 {
+			slices.Sort(r.takeovers)
+			takeovers = fmt.Sprintf("%s / %s (%s)", r.takeovers[len(r.takeovers)/2].Round(10*time.Millisecond), r.takeovers[len(r.takeovers)-1].Round(10*time.Millisecond),
+				lease.TakeoverBudget(r.timing.LeaseDuration, lease.DefaultClockSkewMargin))
+		}
+		fmt.Printf("| %d | %d | %s | %s / %s / %s | %s | %.0f / %.1f | %.1f / %.0f ms | %s / %s / %s | %.0f | %d / %d | %s (%s) | %s | %s | %.1f | %s |\n",
+			r.leases, r.electors, r.client, r.timing.LeaseDuration, r.timing.RenewDeadline, r.timing.RetryPeriod, r.startup.Round(100*time.Millisecond),
 			put, other, r.guardP50*1000, r.guardP99*1000,
 			r.renewP50.Round(100*time.Microsecond), r.renewP99.Round(time.Millisecond), r.renewMax.Round(time.Millisecond),
 			r.watches, r.transitions, r.doubleClaims, mib(r.apiServerRSS), mib(r.apiServerAdded), mib(r.etcdRSS), mib(r.webhookRSS), r.webhookRequestsPerSecond,
-			r.takeovers[len(r.takeovers)/2].Round(10*time.Millisecond), r.takeovers[len(r.takeovers)-1].Round(10*time.Millisecond),
-			lease.TakeoverBudget(r.timing.LeaseDuration, lease.DefaultClockSkewMargin))
+			takeovers)
 	}
+	printOutcomes(outcomes)
 	return nil
+}
+
+// printOutcomes prints the scenarios' table.
+func printOutcomes(outcomes []outcome) {
+	if len(outcomes) == 0 {
+		return
+	}
+	fmt.Println()
+	fmt.Println("| leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | lease writes/s | leaders changed | two claims | API server RSS (peak) | goals |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	for _, o := range outcomes {
+		fmt.Println(o.markdown(outcomes))
+	}
 }
 
 // timingFor is the default timing when n leaders renewing every retry period stay within renewals per
@@ -185,141 +263,107 @@ func grantLeases(ctx context.Context, api kubernetes.Interface) error {
 	return err
 }
 
-// elector is one candidate: a pod's identity and the elector running for it.
-type elector struct {
-	lease, namespace string
-	*lease.Elector
-	store  *timedStore
-	cancel context.CancelFunc
-	done   chan struct{}
-}
-
-// timedStore is the agent's Lease client, timing each renewal; once crashed, it fails every call, so the
-// elector neither renews nor releases, as a SIGKILLed agent.
-type timedStore struct {
-	*lease.Client
-	crashed  atomic.Bool
-	renewals *latencies
-}
-
-var errCrashed = errors.New("crashed")
-
-func (s *timedStore) Update(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
-	if s.crashed.Load() {
-		return nil, errCrashed
-	}
-	start := time.Now()
-	updated, err := s.Client.Update(ctx, l)
-	if err == nil {
-		s.renewals.add(time.Since(start))
-	}
-	return updated, err
-}
-
-func (s *timedStore) Create(ctx context.Context, l *lease.Lease) (*lease.Lease, error) {
-	if s.crashed.Load() {
-		return nil, errCrashed
-	}
-	return s.Client.Create(ctx, l)
-}
-
-// latencies collects durations while on.
-type latencies struct {
-	mu sync.Mutex
-	on bool
-	d  []time.Duration
-}
-
-func (l *latencies) add(d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.on {
-		l.d = append(l.d, d)
-	}
-}
-
-func (l *latencies) record(on bool) []time.Duration {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.on = on
-	return slices.Clone(l.d)
-}
-
-func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates int, timing lease.Timing, window time.Duration, crashes, startRate int) (row, error) {
+func measure(ctx context.Context, bench *framework.WebhookBench, cfg config, n int, client string, timing lease.Timing) (row, []outcome, error) {
 	api := bench.Client
-	r := row{leases: n, electors: n * candidates, timing: timing}
+	r := row{leases: n, electors: n * cfg.candidates, client: client, timing: timing}
+	var outcomes []outcome
 	apiServerAlone, _ := bench.ControlPlane.RSSBytes()
 	namespaces := (n + leasesPerNamespace - 1) / leasesPerNamespace
-	fmt.Fprintf(os.Stderr, "creating %d unheld leases in %d namespaces, as provisioning does\n", n, namespaces)
-	if err := createLeases(ctx, api, n); err != nil {
-		return r, err
+	fmt.Fprintf(os.Stderr, "%d leases, %s electors: creating the leases unheld in %d namespaces, as provisioning does\n", n, client, namespaces)
+	if err := createLeases(ctx, api, n, client); err != nil {
+		return r, nil, err
 	}
-	defer deleteNamespaces(context.Background(), api, n)
+	defer deleteNamespaces(context.Background(), api, n, client)
 
-	renewals, failed := &latencies{}, &failures{}
-	var electors []*elector
-	defer func() {
-		for _, e := range electors {
-			e.cancel()
-		}
-		for _, e := range electors {
-			<-e.done
-		}
-	}()
-	fmt.Fprintf(os.Stderr, "starting %d electors, %d/s\n", n*candidates, startRate)
+	w, failed := &writes{renewals: &latencies{}}, &failures{}
+	pop := &population{}
+	defer func() { stopAll(pop.all()) }()
 	pods, err := framework.NewPodClients(bench.ControlPlane.Config)
 	if err != nil {
-		return r, err
+		return r, nil, err
 	}
-	start := time.Now()
-	for i := range n {
-		for c := range candidates {
-			time.Sleep(time.Until(start.Add(time.Duration(len(electors)) * time.Second / time.Duration(startRate))))
-			e, err := startElector(ctx, pods, n, i, c, timing, renewals, failed.logger())
-			if err != nil {
-				return r, err
-			}
-			electors = append(electors, e)
+	scenario := func(name string, do event) error {
+		before, err := transitions(ctx, api, n, client)
+		if err != nil {
+			return err
 		}
+		o, err := runScenario(ctx, outcome{leases: n, client: client, scenario: name, timing: timing}, pop, cfg.candidates, w, bench.ControlPlane, do, cfg.timeout, failed)
+		if err != nil {
+			return err
+		}
+		after, err := transitions(ctx, api, n, client)
+		if err != nil {
+			return err
+		}
+		o.leadersChanged = after - before
+		outcomes = append(outcomes, o)
+		select {
+		case <-bench.Webhook.Exited():
+			return fmt.Errorf("leasegate-webhook exited during the %s:\n%s", name, bench.Webhook.Logs())
+		default:
+		}
+		if o.led == 0 {
+			return fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s\n%s", name, o.unledAtEnd, cfg.timeout, failed, bench.ControlPlane.RestartLog())
+		}
+		fmt.Fprintf(os.Stderr, "  %s: every lease led after %s\n", name, o.led.Round(100*time.Millisecond))
+		return nil
 	}
-	if err := waitLed(electors, candidates, start, 5*time.Minute+timing.LeaseDuration, failed); err != nil {
-		return r, err
-	}
-	r.startup = time.Since(start)
-	time.Sleep(lease.DefaultTiming.LeaseDuration) // the losers' first attempts are over: only the steady state counts
 
-	fmt.Fprintf(os.Stderr, "all %d leases led after %s; measuring %s of steady state\n", n, r.startup.Round(time.Second), window)
-	transitionsBefore, err := transitions(ctx, api, n)
+	fmt.Fprintf(os.Stderr, "  starting %d electors, %d/s\n", n*cfg.candidates, cfg.startRate)
+	if err := scenario(scenarioCold, func(ctx context.Context) (time.Time, error) {
+		start := time.Now()
+		for i := range n {
+			for c := range cfg.candidates {
+				time.Sleep(time.Until(start.Add(time.Duration(i*cfg.candidates+c) * time.Second / time.Duration(cfg.startRate))))
+				e, err := startCandidate(ctx, client, pods, n, i, c, timing, w, failed.logger())
+				if err != nil {
+					return time.Time{}, err
+				}
+				pop.add(e)
+			}
+		}
+		return start, nil
+	}); err != nil {
+		return r, outcomes, err
+	}
+	electors := pop.all()
+	r.startup = outcomes[0].led
+	time.Sleep(timing.LeaseDuration) // the losers' first attempts are over: only the steady state counts
+
+	fmt.Fprintf(os.Stderr, "  measuring %s of steady state\n", cfg.window)
+	transitionsBefore, err := transitions(ctx, api, n, client)
 	if err != nil {
-		return r, err
+		return r, outcomes, err
 	}
 	apiBefore, err := bench.ControlPlane.Metrics(ctx)
 	if err != nil {
-		return r, err
+		return r, outcomes, err
 	}
 	webhookBefore, err := bench.Webhook.Metrics()
 	if err != nil {
-		return r, err
+		return r, outcomes, err
 	}
-	renewals.record(true)
+	w.renewals.record(true)
 	windowStart := time.Now()
-	for time.Since(windowStart) < window {
-		r.doubleClaims += doubleClaims(electors, candidates)
+	for time.Since(windowStart) < cfg.window {
+		leaders, _ := leadersPerLease(electors, cfg.candidates, time.Time{})
+		_, twice := tally(leaders)
+		r.doubleClaims += twice
 		time.Sleep(time.Second)
 	}
 	elapsed := time.Since(windowStart)
-	durations := renewals.record(false)
+	durations := w.renewals.record(false)
 	apiAfter, err := bench.ControlPlane.Metrics(ctx)
 	if err != nil {
-		return r, err
+		return r, outcomes, err
 	}
 	webhookAfter, err := bench.Webhook.Metrics()
 	if err != nil {
-		return r, err
+		return r, outcomes, err
 	}
-	transitionsAfter, err := transitions(ctx, api, n)
+	transitionsAfter, err := transitions(ctx, api, n, client)
 	if err != nil {
-		return r, err
+		return r, outcomes, err
 	}
 	r.transitions = transitionsAfter - transitionsBefore
 
@@ -336,7 +380,7 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 	r.watches = apiAfter.Sum("apiserver_longrunning_requests", map[string]string{"resource": "leases", "verb": "WATCH"})
 	r.webhookRequestsPerSecond = (webhookAfter.Sum("rest_client_requests_total", nil) - webhookBefore.Sum("rest_client_requests_total", nil)) / elapsed.Seconds()
 	if len(durations) == 0 {
-		return r, fmt.Errorf("no renewal in %s", window)
+		return r, outcomes, fmt.Errorf("no renewal in %s", cfg.window)
 	}
 	slices.Sort(durations)
 	r.renewP50, r.renewP99, r.renewMax = durations[len(durations)/2], durations[len(durations)*99/100], durations[len(durations)-1]
@@ -344,108 +388,39 @@ func measure(ctx context.Context, bench *framework.WebhookBench, n, candidates i
 	r.apiServerRSS, r.etcdRSS = bench.ControlPlane.RSSBytes()
 	r.apiServerAdded = r.apiServerRSS - apiServerAlone
 
-	fmt.Fprintf(os.Stderr, "crashing %d leaders at once\n", crashes)
-	r.takeovers, err = crashLeaders(electors, candidates, crashes, timing)
-	return r, err
-}
-
-// startElector starts candidate c of lease i, as pod "w<i>-<c>" of its namespace.
-func startElector(ctx context.Context, pods *framework.PodClients, row, i, c int, timing lease.Timing, renewals *latencies, log logr.Logger) (*elector, error) {
-	namespace, leaseName := namespaceOf(row, i), fmt.Sprintf("lease-%d", i%leasesPerNamespace)
-	podName, podUID := fmt.Sprintf("w%d-%d", i, c), fmt.Sprintf("uid-%d-%d-%d", row, i, c)
-	store := &timedStore{Client: lease.NewClient(pods.For(namespace, "default", podName, podUID)), renewals: renewals}
-	e, err := lease.NewElector(lease.Config{
-		Client: store, Namespace: namespace, Name: leaseName, Identity: lease.Identity(podName, podUID),
-		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: log,
-	})
-	if err != nil {
-		return nil, err
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	el := &elector{lease: leaseName, namespace: namespace, Elector: e, store: store, cancel: cancel, done: make(chan struct{})}
-	go func() {
-		defer close(el.done)
-		e.Run(runCtx)
-	}()
-	return el, nil
-}
-
-func namespaceOf(row, i int) string { return fmt.Sprintf("elect-%d-%d", row, i/leasesPerNamespace) }
-
-// waitLed waits until every lease has exactly one elector that leads it, saying every progressEvery how
-// far it got and what the electors failed at.
-func waitLed(electors []*elector, candidates int, start time.Time, timeout time.Duration, failed *failures) error {
-	const progressEvery = 30 * time.Second
-	deadline, nextProgress := time.Now().Add(timeout), time.Now().Add(progressEvery)
-	for {
-		unled, claimedTwice := 0, 0
-		for _, leaders := range leadersPerLease(electors, candidates) {
-			switch {
-			case leaders == 0:
-				unled++
-			case leaders > 1:
-				claimedTwice++
-			}
-		}
-		if unled == 0 && claimedTwice == 0 {
-			return nil
-		}
-		if time.Now().After(deadline) {
-			return fmt.Errorf("after %s, %d leases have no leader and %d more than one; %d electors never listed their lease; the electors' failures: %s",
-				timeout, unled, claimedTwice, unsynced(electors), failed)
-		}
-		if time.Now().After(nextProgress) {
-			nextProgress = nextProgress.Add(progressEvery)
-			fmt.Fprintf(os.Stderr, "after %s: %d leases without a leader, %d with two; %d electors never listed their lease; failures: %s\n",
-				time.Since(start).Round(time.Second), unled, claimedTwice, unsynced(electors), failed)
-		}
-		time.Sleep(500 * time.Millisecond)
-	}
-}
-
-// unsynced counts the electors whose watch has not yet listed their lease.
-func unsynced(electors []*elector) int {
-	n := 0
-	for _, e := range electors {
-		if !e.Synced() {
-			n++
+	if cfg.crashes > 0 {
+		fmt.Fprintf(os.Stderr, "  crashing %d leaders at once\n", cfg.crashes)
+		if r.takeovers, err = crashLeaders(electors, cfg.candidates, cfg.crashes, timing); err != nil {
+			return r, outcomes, err
 		}
 	}
-	return n
-}
-
-// doubleClaims counts the leases two electors claim at once.
-func doubleClaims(electors []*elector, candidates int) int {
-	double := 0
-	for _, leaders := range leadersPerLease(electors, candidates) {
-		if leaders > 1 {
-			double++
+	for _, restart := range cfg.restarts {
+		name, do := scenarioAPIServerRestart, event(bench.ControlPlane.RestartAPIServer)
+		if restart == "etcd" {
+			name, do = scenarioEtcdRestart, bench.ControlPlane.RestartEtcd
+		}
+		fmt.Fprintf(os.Stderr, "  %s\n", name)
+		if err := scenario(name, do); err != nil {
+			return r, outcomes, err
 		}
 	}
-	return double
+	return r, outcomes, nil
 }
 
-// leadersPerLease counts, lease by lease, the electors that say they lead it.
-func leadersPerLease(electors []*elector, candidates int) []int {
-	leaders := make([]int, len(electors)/candidates)
-	for i, e := range electors {
-		if e.Status().IsLeader {
-			leaders[i/candidates]++
-		}
-	}
-	return leaders
+func namespaceOf(row int, client string, i int) string {
+	return fmt.Sprintf("elect-%d-%s-%d", row, client, i/leasesPerNamespace)
 }
 
 // crashLeaders crashes the leaders of k leases picked at random, all at once, and times until another
 // candidate of each leads.
-func crashLeaders(electors []*elector, candidates, k int, timing lease.Timing) ([]time.Duration, error) {
+func crashLeaders(electors []candidate, candidates, k int, timing lease.Timing) ([]time.Duration, error) {
 	leases := rand.Perm(len(electors) / candidates)[:k]
 	crashedAt := time.Now()
-	var crashed []*elector
+	var crashed []candidate
 	for _, l := range leases {
 		for _, e := range electors[l*candidates : (l+1)*candidates] {
-			if e.Status().IsLeader {
-				e.store.crashed.Store(true)
+			if e.leads() {
+				e.crash()
 				crashed = append(crashed, e)
 			}
 		}
@@ -465,7 +440,7 @@ func crashLeaders(electors []*elector, candidates, k int, timing lease.Timing) (
 				continue
 			}
 			for _, e := range electors[l*candidates : (l+1)*candidates] {
-				if e != crashed[j] && e.Status().IsLeader {
+				if e != crashed[j] && e.leads() {
 					took[j] = time.Since(crashedAt)
 					pending--
 					break
@@ -477,10 +452,9 @@ func crashLeaders(electors []*elector, candidates, k int, timing lease.Timing) (
 }
 
 // createLeases makes n unheld leases labelled as leasegate provisions them.
-func createLeases(ctx context.Context, api kubernetes.Interface, n int) error {
-	row := n
+func createLeases(ctx context.Context, api kubernetes.Interface, n int, client string) error {
 	return framework.InParallel(n, func(i int) error {
-		ns := namespaceOf(row, i)
+		ns := namespaceOf(n, client, i)
 		if i%leasesPerNamespace == 0 {
 			if _, err := api.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
 				return err
@@ -499,18 +473,18 @@ func createLeases(ctx context.Context, api kubernetes.Interface, n int) error {
 	})
 }
 
-func deleteNamespaces(ctx context.Context, api kubernetes.Interface, n int) {
+func deleteNamespaces(ctx context.Context, api kubernetes.Interface, n int, client string) {
 	_ = framework.InParallel((n+leasesPerNamespace-1)/leasesPerNamespace, func(j int) error {
-		return api.CoreV1().Namespaces().Delete(ctx, namespaceOf(n, j*leasesPerNamespace), metav1.DeleteOptions{})
+		return api.CoreV1().Namespaces().Delete(ctx, namespaceOf(n, client, j*leasesPerNamespace), metav1.DeleteOptions{})
 	})
 }
 
 // transitions sums leaseTransitions over the row's leases.
-func transitions(ctx context.Context, api kubernetes.Interface, n int) (int, error) {
+func transitions(ctx context.Context, api kubernetes.Interface, n int, client string) (int, error) {
 	total := 0
 	var mu sync.Mutex
 	err := framework.InParallel((n+leasesPerNamespace-1)/leasesPerNamespace, func(j int) error {
-		list, err := api.CoordinationV1().Leases(namespaceOf(n, j*leasesPerNamespace)).List(ctx, metav1.ListOptions{})
+		list, err := api.CoordinationV1().Leases(namespaceOf(n, client, j*leasesPerNamespace)).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return err
 		}

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 
+	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
@@ -17,6 +18,8 @@ import (
 type PodClients struct {
 	host      string
 	transport http.RoundTripper
+	// clientGo is client-go's own transport for admin, which the client-go clients share the same way.
+	clientGo http.RoundTripper
 }
 
 // NewPodClients connects with admin's credentials.
@@ -26,21 +29,42 @@ func NewPodClients(admin *rest.Config) (*PodClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &PodClients{host: admin.Host, transport: client.Transport}, nil
+	clientGo, err := rest.TransportFor(admin)
+	if err != nil {
+		return nil, err
+	}
+	return &PodClients{host: admin.Host, transport: client.Transport, clientGo: clientGo}, nil
+}
+
+// ClientGoFor is a client-go Lease client acting as For's pod does, with client-go's defaults otherwise
+// (its rate limit of 5 requests/s, burst 10, per client): what a controller built on client-go's
+// leaderelection gets.
+func (p *PodClients) ClientGoFor(namespace, serviceAccount, podName, podUID string) coordinationv1client.LeasesGetter {
+	client, err := coordinationv1client.NewForConfigAndClient(&rest.Config{Host: p.host, UserAgent: "client-go-elector"},
+		&http.Client{Transport: impersonation{next: p.clientGo, headers: impersonationHeaders(namespace, serviceAccount, podName, podUID)}})
+	if err != nil {
+		panic(err) // the host was a rest.Config's, which client-go already parsed
+	}
+	return client
 }
 
 // For is a client that authenticates as pod podName (UID podUID) of namespace, running as serviceAccount.
 func (p *PodClients) For(namespace, serviceAccount, podName, podUID string) *kubeclient.Client {
-	impersonate := impersonation{next: p.transport, headers: http.Header{
-		"Impersonate-User": {"system:serviceaccount:" + namespace + ":" + serviceAccount},
-		"Impersonate-Extra-" + headerKeyEscape("authentication.kubernetes.io/pod-name"): {podName},
-		"Impersonate-Extra-" + headerKeyEscape("authentication.kubernetes.io/pod-uid"):  {podUID},
-	}}
+	impersonate := impersonation{next: p.transport, headers: impersonationHeaders(namespace, serviceAccount, podName, podUID)}
 	client, err := kubeclient.NewForHTTPClient(p.host, &http.Client{Transport: impersonate})
 	if err != nil {
 		panic(err) // the host was a rest.Config's, which client-go already parsed
 	}
 	return client
+}
+
+// impersonationHeaders make a request act as a pod-bound token of the pod would.
+func impersonationHeaders(namespace, serviceAccount, podName, podUID string) http.Header {
+	return http.Header{
+		"Impersonate-User": {"system:serviceaccount:" + namespace + ":" + serviceAccount},
+		"Impersonate-Extra-" + headerKeyEscape("authentication.kubernetes.io/pod-name"): {podName},
+		"Impersonate-Extra-" + headerKeyEscape("authentication.kubernetes.io/pod-uid"):  {podUID},
+	}
 }
 
 type impersonation struct {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
+
+// loadAverage is the machine's load average over 1, 5 and 15 minutes: others' work on it shows in every
+// figure.
+func loadAverage() string {
+	data, err := os.ReadFile("/proc/loadavg")
+	if fields := strings.Fields(string(data)); err == nil && len(fields) >= 3 {
+		return strings.Join(fields[:3], " / ")
+	}
+	return "unknown"
+}
+
+// markdown is the outcome's row of the scenarios' table, judged against the others of the same run.
+func (o outcome) markdown(all []outcome) string {
+	answering, led := "-", "not all"
+	if o.scenario != scenarioCold {
+		answering = o.answering.Round(100 * time.Millisecond).String()
+	}
+	if o.led != 0 {
+		led = o.led.Round(100 * time.Millisecond).String()
+	} else {
+		led = fmt.Sprintf("%d unled after the timeout", o.unledAtEnd)
+	}
+	settled := "never"
+	switch {
+	case o.throttling.overAtEnd:
+		settled = "not settled"
+	case o.throttling.lastOver > 0:
+		settled = o.throttling.lastOver.Round(time.Second).String()
+	}
+	share := 0.0
+	if o.throttling.requests > 0 {
+		share = 100 * o.throttling.total / o.throttling.requests
+	}
+	return fmt.Sprintf("| %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f | %d | %d | %s | %s |",
+		o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
+		o.throttling.peak, o.throttling.total, share, settled, o.budget(), o.writesPerSecond, o.leadersChanged, o.twoClaims,
+		mib(o.apiServerRSS), o.verdict(all))
+}
+
+// verdict says whether an agent's outcome meets issue 29's goals, and which it misses: every lease led
+// (no later than client-go's electors in the same scenario of the same run, where they ran), never two
+// claims, and after a restart the 429s under 1% of requests within one takeover budget of the API
+// server answering again. client-go's rows are the reference, and say only what went wrong.
+func (o outcome) verdict(all []outcome) string {
+	var missed []string
+	if o.led == 0 {
+		missed = append(missed, "leases left unled")
+	}
+	if o.twoClaims > 0 {
+		missed = append(missed, "two claims")
+	}
+	if o.scenario != scenarioCold && (o.throttling.overAtEnd || o.throttling.lastOver > o.budget()) {
+		missed = append(missed, "429s >= 1% past the budget")
+	}
+	if o.client != clientAgent {
+		if len(missed) == 0 {
+			return "reference"
+		}
+		return "reference: " + strings.Join(missed, ", ")
+	}
+	for _, other := range all {
+		if other.client == clientClientGo && other.leases == o.leases && other.scenario == o.scenario && o.scenario != scenarioEtcdRestart &&
+			other.led != 0 && o.led > other.led {
+			missed = append(missed, fmt.Sprintf("led %s after client-go", (o.led-other.led).Round(100*time.Millisecond)))
+		}
+	}
+	if len(missed) == 0 {
+		return "met"
+	}
+	return "missed: " + strings.Join(missed, ", ")
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/leasegate/leasegate/internal/lease"
+)
+
+func TestThrottle(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	for _, tc := range []struct {
+		name      string
+		samples   []sample
+		answering time.Time
+		want      throttling
+	}{
+		{"no samples, nothing throttled", nil, t0, throttling{}},
+		{"one sample has no interval", []sample{{at(0), 100, 5}}, t0, throttling{}},
+		{
+			name:      "429s settle: the last second over 1% ends 2 s after answering",
+			samples:   []sample{{at(0), 0, 0}, {at(1), 100, 50}, {at(2), 300, 60}, {at(3), 500, 60}},
+			answering: at(0),
+			want:      throttling{peak: 50, total: 60, requests: 500, lastOver: 2 * time.Second},
+		},
+		{
+			name:      "a share just under 1% is settled",
+			samples:   []sample{{at(0), 0, 0}, {at(1), 1000, 9}},
+			answering: at(0),
+			want:      throttling{peak: 9, total: 9, requests: 1000},
+		},
+		{
+			name:      "429s still over 1% in the last interval have not settled",
+			samples:   []sample{{at(0), 0, 0}, {at(1), 100, 0}, {at(2), 200, 10}},
+			answering: at(0),
+			want:      throttling{peak: 10, total: 10, requests: 200, lastOver: 2 * time.Second, overAtEnd: true},
+		},
+		{
+			name:      "counters reset by a restart count what the new API server answered",
+			samples:   []sample{{at(0), 5000, 100}, {at(4), 400, 40}, {at(5), 800, 40}},
+			answering: at(3),
+			want:      throttling{peak: 10, total: 40, requests: 800, lastOver: time.Second},
+		},
+		{
+			name:      "429s before the API server answered again do not count against settling",
+			samples:   []sample{{at(0), 0, 0}, {at(1), 100, 100}, {at(2), 1100, 100}},
+			answering: at(1),
+			want:      throttling{peak: 100, total: 100, requests: 1100},
+		},
+		{
+			name:      "the peak is per second over an interval longer than one",
+			samples:   []sample{{at(0), 0, 0}, {at(4), 1000, 400}},
+			answering: at(0),
+			want:      throttling{peak: 100, total: 400, requests: 1000, lastOver: 4 * time.Second, overAtEnd: true},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := throttle(tc.samples, tc.answering); got != tc.want {
+				t.Errorf("throttle = %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestTally(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		leaders             []int
+		unled, claimedTwice int
+	}{
+		{"every lease led once", []int{1, 1, 1}, 0, 0},
+		{"no leases", nil, 0, 0},
+		{"unled leases", []int{0, 1, 0}, 2, 0},
+		{"two and three claims of one lease count as one lease claimed twice each", []int{2, 1, 3}, 0, 2},
+		{"both at once", []int{0, 2, 1}, 1, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if unled, twice := tally(tc.leaders); unled != tc.unled || twice != tc.claimedTwice {
+				t.Errorf("tally(%v) = %d unled, %d claimed twice; want %d, %d", tc.leaders, unled, twice, tc.unled, tc.claimedTwice)
+			}
+		})
+	}
+}
+
+// fakeCandidate is a candidate whose claim and last write the test sets.
+type fakeCandidate struct {
+	leading bool
+	last    time.Time
+}
+
+func (f *fakeCandidate) leads() bool      { return f.leading }
+func (f *fakeCandidate) wrote() time.Time { return f.last }
+func (f *fakeCandidate) synced() bool     { return true }
+func (f *fakeCandidate) crash()           {}
+func (f *fakeCandidate) stop()            {}
+
+func TestLeadersPerLease(t *testing.T) {
+	since := time.Unix(1000, 0)
+	stale, fresh := since.Add(-time.Second), since
+	electors := []candidate{
+		// lease 0: led by one that wrote since
+		&fakeCandidate{leading: true, last: fresh}, &fakeCandidate{}, &fakeCandidate{},
+		// lease 1: its leader has not written since: led, but not yet again
+		&fakeCandidate{}, &fakeCandidate{leading: true, last: stale}, &fakeCandidate{},
+		// lease 2: two say they lead
+		&fakeCandidate{leading: true, last: fresh}, &fakeCandidate{leading: true, last: stale}, &fakeCandidate{},
+		// lease 3: nobody
+		&fakeCandidate{}, &fakeCandidate{}, &fakeCandidate{},
+	}
+	leaders, freshLeaders := leadersPerLease(electors, 3, since)
+	if want := []int{1, 1, 2, 0}; !slices.Equal(leaders, want) {
+		t.Errorf("leaders = %v, want %v", leaders, want)
+	}
+	if want := []int{1, 0, 1, 0}; !slices.Equal(freshLeaders, want) {
+		t.Errorf("fresh leaders = %v, want %v", freshLeaders, want)
+	}
+}
+
+func TestVerdict(t *testing.T) {
+	timing := lease.DefaultTiming
+	budget := lease.TakeoverBudget(timing.LeaseDuration, lease.DefaultClockSkewMargin)
+	good := func(client, scenario string, led time.Duration) outcome {
+		return outcome{leases: 1000, client: client, scenario: scenario, timing: timing, led: led}
+	}
+	clientGoCold := good(clientClientGo, scenarioCold, 10*time.Second)
+	clientGoRestart := good(clientClientGo, scenarioAPIServerRestart, 20*time.Second)
+	all := []outcome{clientGoCold, clientGoRestart}
+	for _, tc := range []struct {
+		name string
+		o    outcome
+		want string
+	}{
+		{"led before client-go", good(clientAgent, scenarioCold, 9*time.Second), "met"},
+		{"led at the same time as client-go", good(clientAgent, scenarioCold, 10*time.Second), "met"},
+		{"led after client-go", good(clientAgent, scenarioCold, 12*time.Second), "missed: led 2s after client-go"},
+		{"etcd restarts are not raced against client-go", good(clientAgent, scenarioEtcdRestart, time.Minute), "met"},
+		{"another row size is not compared", outcome{leases: 5000, client: clientAgent, scenario: scenarioCold, timing: timing, led: time.Minute}, "met"},
+		{"unled leases", outcome{leases: 1000, client: clientAgent, scenario: scenarioAPIServerRestart, timing: timing, unledAtEnd: 3}, "missed: leases left unled"},
+		{"two claims", func() outcome { o := good(clientAgent, scenarioCold, time.Second); o.twoClaims = 1; return o }(), "missed: two claims"},
+		{"429s settled within the budget", func() outcome {
+			o := good(clientAgent, scenarioAPIServerRestart, 5*time.Second)
+			o.throttling.lastOver = budget
+			return o
+		}(), "met"},
+		{"429s settled after the budget", func() outcome {
+			o := good(clientAgent, scenarioAPIServerRestart, 5*time.Second)
+			o.throttling.lastOver = budget + time.Second
+			return o
+		}(), "missed: 429s >= 1% past the budget"},
+		{"429s never settled", func() outcome {
+			o := good(clientAgent, scenarioEtcdRestart, 5*time.Second)
+			o.throttling.overAtEnd = true
+			return o
+		}(), "missed: 429s >= 1% past the budget"},
+		{"a cold start's 429s are not held to the budget", func() outcome {
+			o := good(clientAgent, scenarioCold, 5*time.Second)
+			o.throttling.overAtEnd = true
+			return o
+		}(), "met"},
+		{"client-go is the reference", clientGoRestart, "reference"},
+		{"client-go's own misses are said", func() outcome { o := clientGoCold; o.twoClaims = 2; return o }(), "reference: two claims"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.o.verdict(all); got != tc.want {
+				t.Errorf("verdict = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseList(t *testing.T) {
+	known := []string{"agent", "client-go"}
+	for _, tc := range []struct {
+		name, value string
+		emptyOK     bool
+		want        string
+		wantErr     string
+	}{
+		{"both", "agent,client-go", false, "agent client-go", ""},
+		{"spaces trimmed", " client-go , agent", false, "client-go agent", ""},
+		{"empty where allowed", "", true, "", ""},
+		{"empty where not allowed", "", false, "", "-client is empty: want some of agent,client-go"},
+		{"unknown value", "agent,kube", false, "", `-client "agent,kube": want a comma-separated list of agent,client-go, each at most once`},
+		{"a value twice", "agent,agent", false, "", "each at most once"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseList("-client", tc.value, known, tc.emptyOK)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || strings.Join(got, " ") != tc.want {
+				t.Fatalf("parseList = %v, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
