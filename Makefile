@@ -7,6 +7,17 @@ GO ?= go
 export CGO_ENABLED ?= 0
 GO_BUILD := $(GO) build -trimpath -ldflags "-s -w"
 
+# KUBE_VERSION=1.30 tests against another supported Kubernetes minor (hack/versions.env lists them):
+# make controlplane, test, test-envtest and e2e then build and start that minor's kube-apiserver, and the
+# Go test harness (which reads KUBE_VERSION too) renders the chart for it.
+ifdef KUBE_VERSION
+KUBERNETES_VERSION := $(KUBERNETES_VERSION_$(subst .,_,$(KUBE_VERSION)))
+ifeq ($(KUBERNETES_VERSION),)
+$(error KUBE_VERSION=$(KUBE_VERSION) is not a supported minor: set it to one of $(sort $(subst _,.,$(patsubst KUBERNETES_VERSION_%,%,$(filter KUBERNETES_VERSION_%,$(.VARIABLES))))) (hack/versions.env))
+endif
+export KUBE_VERSION
+endif
+
 # The control plane envtest starts. KUBEBUILDER_ASSETS set by you wins and is never rebuilt.
 CONTROLPLANE_DIR := $(BIN)/controlplane/$(KUBERNETES_VERSION)-$(ETCD_VERSION)
 ifeq ($(origin KUBEBUILDER_ASSETS),environment)
@@ -91,6 +102,18 @@ docker-images: ## The same images with a Docker engine, from Dockerfile.webhook 
 .PHONY: test
 test: $(CONTROLPLANE_DEP) $(HELM) promtool images ## Unit, integration and e2e tests against a real kube-apiserver and etcd, promtool tests of the alerts (CI runs it, then e2e-cluster).
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./...
+
+# The suites that start a kube-apiserver (envtest), without the race detector: what differs between
+# Kubernetes versions is the API server's behaviour, which `make test` has already raced at the default.
+ENVTEST_PACKAGES := ./test/e2e/ ./test/release/
+
+.PHONY: test-envtest
+test-envtest: $(CONTROLPLANE_DEP) $(HELM) ## The envtest suites (test/e2e, test/release) against KUBE_VERSION's kube-apiserver (default: the newest).
+	$(GO) test -count=1 -timeout 30m $(ENVTEST_PACKAGES)
+
+.PHONY: test-oldest
+test-oldest: ## The envtest suites against the oldest supported Kubernetes (KUBERNETES_OLDEST in hack/versions.env); CI runs it.
+	$(MAKE) test-envtest KUBE_VERSION=$(KUBERNETES_OLDEST)
 
 # test/chart runs `promtool test rules` on the chart's alerts and parses the dashboard's queries with it.
 .PHONY: promtool

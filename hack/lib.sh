@@ -7,6 +7,15 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=versions.env
 source "$here/versions.env"
+# KUBE_VERSION=1.30 selects another supported minor's kube-apiserver (versions.env lists them).
+if [[ -n ${KUBE_VERSION:-} ]]; then
+  selected=KUBERNETES_VERSION_${KUBE_VERSION//./_}
+  if [[ -z ${!selected:-} ]]; then
+    echo "KUBE_VERSION=$KUBE_VERSION is not a supported minor: hack/versions.env has no $selected (set KUBE_VERSION to one of: $(sed -n 's/^KUBERNETES_VERSION_\([0-9]*\)_\([0-9]*\)=.*/\1.\2/p' "$here/versions.env" | tr '\n' ' '))" >&2
+    exit 1
+  fi
+  KUBERNETES_VERSION=${!selected}
+fi
 bin_dir=${BIN_DIR:-$here/../bin}
 log_prefix=$1
 

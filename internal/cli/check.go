@@ -21,7 +21,6 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/validate"
 )
 
@@ -66,6 +65,7 @@ const (
 	CodeNoNativeSidecars            = "LG010"
 	CodeDisruptionBudgetBlocks      = "LG011"
 	CodeConfigDeprecated            = "LG012"
+	CodeAgentOlderThanWebhook       = "LG013"
 )
 
 // caExpiryWarning is how far ahead `check` warns of a CA bundle's expiry: cert-manager renews a month
@@ -115,6 +115,7 @@ func Check(ctx context.Context, cs kubernetes.Interface, namespace string, opts 
 	}
 	validating, err := admission.ValidatingWebhookConfigurations().Get(ctx, opts.WebhookConfiguration, metav1.GetOptions{})
 	haveValidating := err == nil
+	webhookVersion := ""
 	switch {
 	case apierrors.IsNotFound(err):
 		r.add(CodeWebhookConfigurationMissing, SeverityError, "ValidatingWebhookConfiguration/"+opts.WebhookConfiguration,
@@ -123,6 +124,7 @@ func Check(ctx context.Context, cs kubernetes.Interface, namespace string, opts 
 	case err != nil:
 		return nil, err
 	default:
+		webhookVersion = validating.Annotations[contract.WebhookVersion]
 		for _, w := range validating.Webhooks {
 			hooks = append(hooks, webhookEntry{false, w.Name, w.FailurePolicy, w.ClientConfig, w.Rules})
 		}
@@ -141,12 +143,10 @@ func Check(ctx context.Context, cs kubernetes.Interface, namespace string, opts 
 	if cfg != nil && haveValidating {
 		r.checkGuardedRules(cfg, hooks, opts.WebhookConfiguration)
 	}
-	if err := r.checkAgents(ctx, cs, namespace); err != nil {
+	if err := r.checkAgents(ctx, cs, namespace, webhookVersion); err != nil {
 		return nil, err
 	}
-	if err := r.checkNativeSidecars(cs, cfg); err != nil {
-		return nil, err
-	}
+	r.checkNativeSidecars(cfg)
 	if err := r.checkDisruptionBudgets(ctx, cs, namespace); err != nil {
 		return nil, err
 	}
@@ -378,8 +378,9 @@ func groupResource(group, resource string) string {
 }
 
 // checkAgents finds injected pods whose agent timing breaks retry < renew deadline < lease duration
-// (injected before a rule was enforced, or edited by hand): such an agent refuses to start.
-func (r *CheckReport) checkAgents(ctx context.Context, cs kubernetes.Interface, namespace string) error {
+// (injected before a rule was enforced, or edited by hand): such an agent refuses to start; and
+// workloads whose agents are older than the webhook (olderAgents).
+func (r *CheckReport) checkAgents(ctx context.Context, cs kubernetes.Interface, namespace, webhookVersion string) error {
 	pods, err := cs.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: contract.Injected + "=true"})
 	if err != nil {
 		return fmt.Errorf("listing injected pods: %w", err)
@@ -393,27 +394,20 @@ func (r *CheckReport) checkAgents(ctx context.Context, cs kubernetes.Interface, 
 			}
 		}
 	}
+	for _, f := range olderAgents(pods.Items, webhookVersion) {
+		r.add(f.Code, f.Severity, f.Object, f.Message, f.Fix)
+	}
 	return nil
 }
 
-// checkNativeSidecars warns when injected agents cannot be native sidecars, so start: leader and
-// on-loss: restart are refused.
-func (r *CheckReport) checkNativeSidecars(cs kubernetes.Interface, cfg *config.Config) error {
-	caps, err := inject.DiscoverCapabilities(cs.Discovery())
-	if err != nil {
-		return err
-	}
-	switch {
-	case !caps.NativeSidecars:
-		r.add(CodeNoNativeSidecars, SeverityWarning, "kube-apiserver",
-			"native sidecars need Kubernetes 1.29: agents run as regular containers, and start: leader and on-loss: restart are refused",
-			"upgrade the cluster to 1.29 or later")
-	case cfg != nil && cfg.Agent.NativeSidecar == config.NativeSidecarNever:
+// checkNativeSidecars warns when leasegate-config keeps agents from being native sidecars, so start:
+// leader and on-loss: restart are refused. Every supported Kubernetes (1.30+) has them.
+func (r *CheckReport) checkNativeSidecars(cfg *config.Config) {
+	if cfg != nil && cfg.Agent.NativeSidecar == config.NativeSidecarNever {
 		r.add(CodeNoNativeSidecars, SeverityWarning, "leasegate-config agent.nativeSidecar",
 			"agent.nativeSidecar is never: agents run as regular containers, and start: leader and on-loss: restart are refused",
 			"set agent.nativeSidecar: auto in leasegate-config")
 	}
-	return nil
 }
 
 // checkDisruptionBudgets warns of PodDisruptionBudgets that allow no disruption over pods that elect:

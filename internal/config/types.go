@@ -149,13 +149,14 @@ func (e Election) Timing() lease.Timing {
 }
 
 // NativeSidecar says whether the agent runs as a native sidecar (an init container with restartPolicy
-// Always, Kubernetes 1.29+) or as a regular container.
+// Always, which every supported Kubernetes has) or as a regular container.
 type NativeSidecar string
 
 const (
-	// NativeSidecarAuto uses a native sidecar when the API server supports it.
+	// NativeSidecarAuto, the default, injects a native sidecar.
 	NativeSidecarAuto NativeSidecar = "auto"
-	// NativeSidecarAlways always does; pods fail validation on API servers older than 1.29.
+	// NativeSidecarAlways is auto's equal, accepted so that configurations written for Kubernetes
+	// before 1.29 keep loading.
 	NativeSidecarAlways NativeSidecar = "always"
 	// NativeSidecarNever injects a regular container; `leasegate.io/start: leader` is then refused.
 	NativeSidecarNever NativeSidecar = "never"

@@ -47,8 +47,12 @@ const (
 	LeaderLease = "leasegate.io/leader-lease"
 	LeaderOf    = "leasegate.io/leader-of"
 
-	// Status records what was injected, so that a re-invocation changes nothing.
+	// Status records what was injected, so that a re-invocation changes nothing, and the leasegate
+	// release that injected it (its "version").
 	Status = "leasegate.io/status"
+	// WebhookVersion, on the ValidatingWebhookConfiguration, is the release of the elected webhook
+	// replica, which writes it: kubectl leasegate check compares the version in each pod's status with it.
+	WebhookVersion = "leasegate.io/webhook-version"
 	// Injected marks injected pods, so the webhook's cache holds those pods only.
 	Injected = "leasegate.io/injected"
 	// Managed marks the Leases, Roles and RoleBindings leasegate provisions; only those are ever changed

@@ -64,7 +64,7 @@ func FuzzInjectAnnotations(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	opts := Options{Config: cfg, Caps: Capabilities{NativeSidecars: true, MultiClusterLeases: true}, OwnNamespace: "leasegate-system"}
+	opts := Options{Config: cfg, Caps: Capabilities{MultiClusterLeases: true}, OwnNamespace: "leasegate-system"}
 	ns := Namespace{Name: base.Namespace, Labels: map[string]string{contract.Inject: contract.InjectEnabled}}
 	f.Fuzz(func(t *testing.T, annotations string) {
 		pod := base.DeepCopy()

@@ -25,6 +25,8 @@ type Handler struct {
 	Namespaces   client.Reader // cached, metadata only
 	Caps         Capabilities
 	OwnNamespace string
+	// Version is this webhook's release, recorded in each injected pod's status.
+	Version string
 	// Locks finds the leases pods name, to refuse those of other controllers.
 	Locks LockReader
 }
@@ -50,7 +52,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	cfg := h.Config.Current()
 	result, err := Inject(pod, h.namespace(ctx, pod.Namespace), Options{
-		Config: cfg, Caps: h.Caps, OwnNamespace: h.OwnNamespace,
+		Config: cfg, Caps: h.Caps, OwnNamespace: h.OwnNamespace, Version: h.Version,
 	})
 	if err != nil {
 		return admission.Denied(err.Error()), "denied"

@@ -42,7 +42,7 @@ func newTestHandler(t testing.TB) *Handler {
 	return &Handler{
 		Config:       config.NewStore(cfg),
 		Namespaces:   namespaceCache{"shop": {contract.Inject: contract.InjectEnabled}, "plain": nil},
-		Caps:         Capabilities{NativeSidecars: true, MultiClusterLeases: true},
+		Caps:         Capabilities{MultiClusterLeases: true},
 		OwnNamespace: "leasegate-system",
 		Locks:        locks,
 	}
@@ -70,7 +70,6 @@ func TestHandlerPatchReproducesInject(t *testing.T) {
 			continue // another configuration, or a pod already injected: nothing to patch
 		}
 		h := newTestHandler(t)
-		h.Caps.NativeSidecars = !tc.oldAPIServer
 		h.Caps.MultiClusterLeases = !tc.noMultiClusterCRD
 		pod := readPod(t, "testdata/"+tc.input)
 		if result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaceCache{"shop": {contract.Inject: contract.InjectEnabled}}[pod.Namespace]},

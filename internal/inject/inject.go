@@ -54,8 +54,6 @@ type Namespace struct {
 
 // Capabilities are what the API server supports, learned once at start-up.
 type Capabilities struct {
-	// NativeSidecars: init containers with restartPolicy Always (Kubernetes 1.29+).
-	NativeSidecars bool
 	// MultiClusterLeases: the MultiClusterLease CRD is installed (the chart's crds/).
 	MultiClusterLeases bool
 }
@@ -66,6 +64,8 @@ type Options struct {
 	Caps   Capabilities
 	// OwnNamespace is leasegate's namespace, never injected so that leasegate can always restart itself.
 	OwnNamespace string
+	// Version is the leasegate release injecting (internal/version.Version), recorded in the status.
+	Version string
 }
 
 // Result is a decision. Exactly one of Pod (injected copy) and Skipped (why not) is set.
@@ -96,6 +96,9 @@ type Status struct {
 	// LeaseSeconds is the lease duration, in whole seconds as the agent writes it, of each of the pod's
 	// leases: the lease guard lets the pod claim its leases for exactly that long (as Injected reads it).
 	LeaseSeconds map[string]int32 `json:"leaseSeconds,omitempty"`
+	// Version is the leasegate release that injected the pod, so kubectl leasegate check can find agents
+	// older than the webhook. Absent on pods injected before releases recorded it.
+	Version string `json:"version,omitempty"`
 }
 
 // Inject decides what happens to pod at admission. An error is a denial: its message is what the user
@@ -157,6 +160,7 @@ type plan struct {
 	native       bool
 	port         int32
 	agent        *config.Agent
+	version      string
 }
 
 func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
@@ -165,8 +169,9 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 	var errs field.ErrorList
 
 	p := &plan{
-		margin: cfg.Election.ClockSkewMargin.Duration,
-		agent:  &cfg.Agent,
+		margin:  cfg.Election.ClockSkewMargin.Duration,
+		agent:   &cfg.Agent,
+		version: opts.Version,
 	}
 	baseLease, err := leaseName(pod)
 	if err != nil {
@@ -213,12 +218,9 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 		p.elections = []election{e}
 	}
 
-	switch cfg.Agent.NativeSidecar {
-	case config.NativeSidecarAlways:
-		p.native = true
-	case config.NativeSidecarAuto:
-		p.native = opts.Caps.NativeSidecars
-	}
+	// auto and always are one since every supported Kubernetes has native sidecars; both stay valid so
+	// that an existing leasegate-config keeps loading.
+	p.native = cfg.Agent.NativeSidecar != config.NativeSidecarNever
 	switch v := pod.Annotations[contract.OnLoss]; v {
 	case "", contract.OnLossKeep:
 	case contract.OnLossRestart:
@@ -239,7 +241,7 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 			key = contract.Elections
 		}
 		errs = append(errs, field.Forbidden(annotations.Key(key),
-			"start: leader needs the agent as a native sidecar (Kubernetes 1.29+ and agent.nativeSidecar auto or always in leasegate-config)"))
+			"start: leader needs the agent as a native sidecar: set agent.nativeSidecar to auto in leasegate-config (it is never)"))
 	}
 	var kindErrs field.ErrorList
 	p.multiCluster, kindErrs = planLeaseKind(pod.Annotations, p, opts.Caps, annotations)
@@ -355,7 +357,7 @@ func (p *plan) apply(pod *corev1.Pod) {
 	if p.native {
 		sidecar = "native"
 	}
-	recorded := Status{Sidecar: sidecar, Port: p.port, Image: p.agent.Image}
+	recorded := Status{Sidecar: sidecar, Port: p.port, Image: p.agent.Image, Version: p.version}
 	if p.gate != nil {
 		recorded.Gate = p.gate.status()
 	}

@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -23,8 +24,6 @@ var update = flag.Bool("update", false, "rewrite testdata/*.injected from the cu
 // exactly one case, and every case an input and a golden file (TestGoldenFilesHaveCases).
 type goldenCase struct {
 	input string
-	// oldAPIServer: the API server predates native sidecars (Kubernetes < 1.29).
-	oldAPIServer bool
 	// noMultiClusterCRD: the API server does not serve MultiClusterLeases.
 	noMultiClusterCRD bool
 	// config is leasegate-config's config.yaml for this case; testConfig when empty.
@@ -48,7 +47,7 @@ var goldenCases = []goldenCase{
 	{input: "init-containers.yaml"},
 	{input: "readiness-leader.yaml"},
 	{input: "start-leader.yaml"},
-	{input: "classic-sidecar.yaml", oldAPIServer: true},
+	{input: "classic-sidecar.yaml", config: testConfig + "  nativeSidecar: never\n"},
 	{input: "start-leader-classic-sidecar.yaml", config: testConfig + "  nativeSidecar: never\n"},
 	{input: "platform-assigned-uid.yaml", config: testConfig +
 		"  securityContext: {runAsNonRoot: true, allowPrivilegeEscalation: false, capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}\n"},
@@ -94,7 +93,7 @@ func TestInjectGolden(t *testing.T) {
 				t.Fatal(err)
 			}
 			result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaces[pod.Namespace]},
-				Options{Config: cfg, Caps: Capabilities{NativeSidecars: !tc.oldAPIServer, MultiClusterLeases: !tc.noMultiClusterCRD}, OwnNamespace: "leasegate-system"})
+				Options{Config: cfg, Caps: Capabilities{MultiClusterLeases: !tc.noMultiClusterCRD}, OwnNamespace: "leasegate-system"})
 			compareGolden(t, filepath.Join("testdata", tc.input+".injected"), render(t, result, err))
 		})
 	}
@@ -164,5 +163,27 @@ func TestGoldenFilesHaveCases(t *testing.T) {
 	}
 	if !slices.ContainsFunc(goldenCases, func(tc goldenCase) bool { return strings.HasSuffix(tc.input, ".injected") }) {
 		t.Error("re-injecting an injected pod must be covered")
+	}
+}
+
+// TestInjectRecordsItsRelease: the status names the release that injected the pod, which kubectl
+// leasegate check compares with the webhook's to find agents older than it.
+func TestInjectRecordsItsRelease(t *testing.T) {
+	cfg, err := config.Load([]byte(testConfig))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := readPod(t, "testdata/deployment-pod.yaml")
+	result, err := Inject(pod, Namespace{Name: pod.Namespace, Labels: namespaces[pod.Namespace]},
+		Options{Config: cfg, OwnNamespace: "leasegate-system", Version: "v0.2.0"})
+	if err != nil || result.Pod == nil {
+		t.Fatalf("not injected: %v %+v", err, result)
+	}
+	var status Status
+	if err := json.Unmarshal([]byte(result.Pod.Annotations[contract.Status]), &status); err != nil {
+		t.Fatal(err)
+	}
+	if status.Version != "v0.2.0" {
+		t.Errorf("status records version %q, want the injecting release v0.2.0", status.Version)
 	}
 }

@@ -41,6 +41,7 @@ import (
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/multicluster"
 	"github.com/leasegate/leasegate/internal/validate"
+	"github.com/leasegate/leasegate/internal/version"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -143,7 +144,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	caps, err := inject.DiscoverCapabilities(dc)
 	if err != nil {
-		return fmt.Errorf("discovering what the API server serves (native sidecars, MultiClusterLeases): %w", err)
+		return fmt.Errorf("discovering what the API server serves (MultiClusterLeases): %w", err)
 	}
 
 	managed := k8slabels.SelectorFromSet(k8slabels.Set{contract.Managed: "true"})
@@ -261,6 +262,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	serve(MutatePodsPath, &inject.Handler{
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace, Locks: leases,
+		Version: version.Version,
 	})
 	fence := &validate.Fence{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
@@ -275,6 +277,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	serve(ValidateEvictionsPath, fence.Evictions())
 	if err := (&validate.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace, APIs: apis,
+		Version: version.Version,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the guarded rules syncer: %w", err)
 	}
@@ -313,6 +316,6 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		return fmt.Errorf("adding the guarded-lease readiness check: %w", err)
 	}
 	log.Info("Starting", "namespace", opts.Namespace, "webhookPort", opts.WebhookPort,
-		"nativeSidecars", caps.NativeSidecars, "multiClusterLeases", caps.MultiClusterLeases, "agentImage", initial.Agent.Image)
+		"nativeSidecar", initial.Agent.NativeSidecar, "multiClusterLeases", caps.MultiClusterLeases, "agentImage", initial.Agent.Image)
 	return mgr.Start(ctx)
 }

@@ -22,6 +22,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // GuardedWebhook is the entry of the ValidatingWebhookConfiguration whose rules follow the guards.
@@ -41,6 +42,9 @@ type RulesSyncer struct {
 	OwnNamespace string
 	// APIs is read again before every apply: which subresources the guarded resources serve.
 	APIs *apiresources.Discoverer
+	// Version is this webhook's release, applied as the configuration's leasegate.io/webhook-version
+	// annotation: what kubectl leasegate check compares injected pods' agents with.
+	Version string
 }
 
 // SetupWithManager reapplies on every configuration change, on every change of the APIs the server
@@ -76,7 +80,8 @@ func (s *RulesSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (recon
 	webhook := admissionregistrationv1ac.ValidatingWebhook().WithName(GuardedWebhook).
 		WithRules(Rules(cfg, api)...).
 		WithMatchConditions(MatchConditions(cfg, s.OwnNamespace)...)
-	apply := admissionregistrationv1ac.ValidatingWebhookConfiguration(s.Name).WithWebhooks(webhook)
+	apply := admissionregistrationv1ac.ValidatingWebhookConfiguration(s.Name).WithWebhooks(webhook).
+		WithAnnotations(map[string]string{contract.WebhookVersion: s.Version})
 	if err := s.Client.Apply(ctx, apply, client.FieldOwner(rulesFieldOwner), client.ForceOwnership); err != nil {
 		return reconcile.Result{}, fmt.Errorf("applying the rules of %s in ValidatingWebhookConfiguration %s: %w", GuardedWebhook, s.Name, err)
 	}

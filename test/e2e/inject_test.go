@@ -127,7 +127,7 @@ var _ = Describe("The injector", func() {
 		Expect(pod.Spec.InitContainers).To(HaveLen(1))
 		agent := pod.Spec.InitContainers[0]
 		Expect(agent.Name).To(Equal("leasegate-agent"))
-		Expect(agent.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar on a 1.36 API server")
+		Expect(agent.RestartPolicy).To(HaveValue(Equal(corev1.ContainerRestartPolicyAlways)), "a native sidecar, as on every supported Kubernetes")
 		Expect(agent.Env).To(ContainElement(corev1.EnvVar{Name: "LEASEGATE_LEASE", Value: "orders"}), "the lease is named after the Deployment")
 		Expect(pod.Spec.Containers[0].Env).To(ContainElements(
 			corev1.EnvVar{Name: "LEASEGATE_AGENT_URL", Value: "http://127.0.0.1:9440"},

@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -292,7 +293,9 @@ func controlPlaneAssets() (string, error) {
 	return dir, nil
 }
 
-// PinnedVersions reads hack/versions.env, the one place versions are pinned.
+// PinnedVersions reads hack/versions.env, the one place versions are pinned. KUBE_VERSION=1.30 in the
+// environment selects another supported minor (KUBERNETES_VERSION_1_30) as KUBERNETES_VERSION, as make
+// and the hack/ scripts do.
 func PinnedVersions() (map[string]string, error) {
 	f, err := os.Open(filepath.Join(RepoRoot(), "hack", "versions.env"))
 	if err != nil {
@@ -307,5 +310,22 @@ func PinnedVersions() (map[string]string, error) {
 			versions[key] = value
 		}
 	}
-	return versions, scanner.Err()
+	if err := scanner.Err(); err != nil {
+		return nil, err
+	}
+	if minor := os.Getenv("KUBE_VERSION"); minor != "" {
+		selected, ok := versions["KUBERNETES_VERSION_"+strings.ReplaceAll(minor, ".", "_")]
+		if !ok {
+			var supported []string
+			for key := range versions {
+				if rest, ok := strings.CutPrefix(key, "KUBERNETES_VERSION_"); ok {
+					supported = append(supported, strings.ReplaceAll(rest, "_", "."))
+				}
+			}
+			slices.Sort(supported)
+			return nil, fmt.Errorf("KUBE_VERSION=%s is not a supported minor: set it to one of %s (hack/versions.env)", minor, strings.Join(supported, ", "))
+		}
+		versions["KUBERNETES_VERSION"] = selected
+	}
+	return versions, nil
 }
