@@ -5,7 +5,11 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN := $(CURDIR)/bin
 GO ?= go
 export CGO_ENABLED ?= 0
-GO_BUILD := $(GO) build -trimpath -ldflags "-s -w"
+VERSION_PKG := github.com/leasegate/leasegate/internal/version
+# What make build stamps: the chart's appVersion and git describe (a commit past a tag, or with local
+# changes, says so). Releases stamp the tag and the commit.
+DESCRIBE = $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+GO_BUILD = $(GO) build -trimpath -ldflags "-s -w -X $(VERSION_PKG).Version=$(TAG) -X $(VERSION_PKG).Revision=$(DESCRIBE)"
 
 # The control plane envtest starts. KUBEBUILDER_ASSETS set by you wins and is never rebuilt.
 CONTROLPLANE_DIR := $(BIN)/controlplane/$(KUBERNETES_VERSION)-$(ETCD_VERSION)
@@ -58,7 +62,7 @@ images: ## Build the webhook and agent images for linux/amd64 and linux/arm64 wi
 	@for arch in amd64 arm64; do for binary in webhook agent; do \
 	  echo "building leasegate-$$binary $(TAG) for linux/$$arch"; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
-	    -ldflags "-s -w -X github.com/leasegate/leasegate/internal/version.Version=$(TAG)" \
+	    -ldflags "-s -w -X $(VERSION_PKG).Version=$(TAG) -X $(VERSION_PKG).Revision=$$(git rev-parse HEAD)" \
 	    -o $(RELEASE_DIR)/linux-$$arch/leasegate-$$binary ./cmd/$$binary || exit 1; \
 	done; done
 	$(GO) run ./hack/release images --version $(TAG) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
