@@ -285,6 +285,9 @@ func watchStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOption
 		}
 		resourceVersion, err = w.follow(ctx, watcher, resourceVersion)
 		watcher.Stop()
+		if ctx.Err() != nil {
+			break
+		}
 		if err != nil {
 			return err
 		}
