@@ -68,18 +68,32 @@ images: ## Build the webhook and agent images for linux/amd64 and linux/arm64 wi
 	$(GO) run ./hack/release images --version $(TAG) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
 	  --registry $(IMAGE_REGISTRY) --bin-dir $(RELEASE_DIR) --out $(RELEASE_DIR)
 
+# The kubectl plugin's platforms: those krew users run.
+PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+
+.PHONY: plugin
+plugin: ## The kubectl plugin for each platform krew offers, archived with LICENSE and the completion shim, and the krew manifest with their checksums, into $(RELEASE_DIR).
+	@for platform in $(PLUGIN_PLATFORMS); do os=$${platform%/*}; arch=$${platform#*/}; ext=; [[ $$os == windows ]] && ext=.exe; \
+	  echo "building kubectl-leasegate $(TAG) for $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -X $(VERSION_PKG).Version=$(TAG) -X $(VERSION_PKG).Revision=$$(git rev-parse HEAD)" \
+	    -o $(RELEASE_DIR)/plugin/$$os-$$arch/kubectl-leasegate$$ext ./cmd/kubectl-leasegate || exit 1; \
+	done
+	$(GO) run ./hack/release plugin --version $(TAG) --created $$(git log -1 --format=%ct) --bin-dir $(RELEASE_DIR)/plugin --out $(RELEASE_DIR) \
+	  --license LICENSE --shim cmd/kubectl-leasegate/kubectl_complete-leasegate --manifest krew/leasegate.yaml
+
 .PHONY: push
 push: images ## Push the multi-arch images to IMAGE_REGISTRY with your Docker credentials (docker login, credential helpers).
 	$(GO) run ./hack/release push --layout $(RELEASE_DIR)/oci --digests $(RELEASE_DIR)/digests.txt
 
 .PHONY: release
-release: push $(HELM) ## make release VERSION=x.y.z IMAGE_REGISTRY=...: images pushed, the chart packaged for them, changelog, checksums.
+release: push plugin $(HELM) ## make release VERSION=x.y.z IMAGE_REGISTRY=...: images pushed, the chart packaged for them, the plugin's archives and krew manifest, changelog, checksums.
 	rm -rf $(RELEASE_DIR)/chart && cp -r charts/leasegate $(RELEASE_DIR)/chart
 	sed -i 's|^  registry: .*|  registry: $(IMAGE_REGISTRY)|' $(RELEASE_DIR)/chart/values.yaml
 	$(HELM) package $(RELEASE_DIR)/chart --version $(TAG:v%=%) --app-version $(TAG) --destination $(RELEASE_DIR) >/dev/null
 	rm -rf $(RELEASE_DIR)/chart
 	$(GO) run ./hack/release changelog --version $(TAG) >$(RELEASE_DIR)/CHANGELOG.md
-	cd $(RELEASE_DIR) && sha256sum leasegate-$(TAG:v%=%).tgz leasegate-images-$(TAG)-*.tar >SHA256SUMS
+	cd $(RELEASE_DIR) && sha256sum leasegate-$(TAG:v%=%).tgz leasegate-images-$(TAG)-*.tar kubectl-leasegate_$(TAG)_*.tar.gz >SHA256SUMS
 	@echo "released $(TAG) into $(RELEASE_DIR):" && cat $(RELEASE_DIR)/digests.txt
 
 .PHONY: docker-images
