@@ -261,4 +261,3 @@ func TestCheckServerVersion(t *testing.T) {
 		})
 	}
 }
-

@@ -37,7 +37,7 @@ type krewManifest struct {
 		Name string `json:"name"`
 	} `json:"metadata"`
 	Spec struct {
-		Version   string `json:"version"`
+		Version   string         `json:"version"`
 		Platforms []krewPlatform `json:"platforms"`
 	} `json:"spec"`
 }
