@@ -5,7 +5,11 @@ SHELL := /usr/bin/env bash -o pipefail
 BIN := $(CURDIR)/bin
 GO ?= go
 export CGO_ENABLED ?= 0
-GO_BUILD := $(GO) build -trimpath -ldflags "-s -w"
+VERSION_PKG := github.com/leasegate/leasegate/internal/version
+# What make build stamps: the chart's appVersion and git describe (a commit past a tag, or with local
+# changes, says so). Releases stamp the tag and the commit.
+DESCRIBE = $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+GO_BUILD = $(GO) build -trimpath -ldflags "-s -w -X $(VERSION_PKG).Version=$(TAG) -X $(VERSION_PKG).Revision=$(DESCRIBE)"
 
 # KUBE_VERSION=1.30 tests against another supported Kubernetes minor (hack/versions.env lists them):
 # make controlplane, test, test-envtest and e2e then build and start that minor's kube-apiserver, and the
@@ -70,24 +74,38 @@ images: ## Build the webhook and agent images for linux/amd64 and linux/arm64 wi
 	@for arch in amd64 arm64; do for binary in webhook agent; do \
 	  echo "building leasegate-$$binary $(TAG) for linux/$$arch"; \
 	  CGO_ENABLED=0 GOOS=linux GOARCH=$$arch $(GO) build -trimpath \
-	    -ldflags "-s -w -X github.com/leasegate/leasegate/internal/version.Version=$(TAG)" \
+	    -ldflags "-s -w -X $(VERSION_PKG).Version=$(TAG) -X $(VERSION_PKG).Revision=$$(git rev-parse HEAD)" \
 	    -o $(RELEASE_DIR)/linux-$$arch/leasegate-$$binary ./cmd/$$binary || exit 1; \
 	done; done
 	$(GO) run ./hack/release images --version $(TAG) --revision $$(git rev-parse HEAD) --created $$(git log -1 --format=%ct) \
 	  --registry $(IMAGE_REGISTRY) --bin-dir $(RELEASE_DIR) --out $(RELEASE_DIR)
+
+# The kubectl plugin's platforms: those krew users run.
+PLUGIN_PLATFORMS := linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64 windows/arm64
+
+.PHONY: plugin
+plugin: ## The kubectl plugin for each platform krew offers, archived with LICENSE and the completion shim, and the krew manifest with their checksums, into $(RELEASE_DIR).
+	@for platform in $(PLUGIN_PLATFORMS); do os=$${platform%/*}; arch=$${platform#*/}; ext=; [[ $$os == windows ]] && ext=.exe; \
+	  echo "building kubectl-leasegate $(TAG) for $$os/$$arch"; \
+	  CGO_ENABLED=0 GOOS=$$os GOARCH=$$arch $(GO) build -trimpath \
+	    -ldflags "-s -w -X $(VERSION_PKG).Version=$(TAG) -X $(VERSION_PKG).Revision=$$(git rev-parse HEAD)" \
+	    -o $(RELEASE_DIR)/plugin/$$os-$$arch/kubectl-leasegate$$ext ./cmd/kubectl-leasegate || exit 1; \
+	done
+	$(GO) run ./hack/release plugin --version $(TAG) --created $$(git log -1 --format=%ct) --bin-dir $(RELEASE_DIR)/plugin --out $(RELEASE_DIR) \
+	  --license LICENSE --shim cmd/kubectl-leasegate/kubectl_complete-leasegate --manifest krew/leasegate.yaml
 
 .PHONY: push
 push: images ## Push the multi-arch images to IMAGE_REGISTRY with your Docker credentials (docker login, credential helpers).
 	$(GO) run ./hack/release push --layout $(RELEASE_DIR)/oci --digests $(RELEASE_DIR)/digests.txt
 
 .PHONY: release
-release: push $(HELM) ## make release VERSION=x.y.z IMAGE_REGISTRY=...: images pushed, the chart packaged for them, changelog, checksums.
+release: push plugin $(HELM) ## make release VERSION=x.y.z IMAGE_REGISTRY=...: images pushed, the chart packaged for them, the plugin's archives and krew manifest, changelog, checksums.
 	rm -rf $(RELEASE_DIR)/chart && cp -r charts/leasegate $(RELEASE_DIR)/chart
 	sed -i 's|^  registry: .*|  registry: $(IMAGE_REGISTRY)|' $(RELEASE_DIR)/chart/values.yaml
 	$(HELM) package $(RELEASE_DIR)/chart --version $(TAG:v%=%) --app-version $(TAG) --destination $(RELEASE_DIR) >/dev/null
 	rm -rf $(RELEASE_DIR)/chart
 	$(GO) run ./hack/release changelog --version $(TAG) >$(RELEASE_DIR)/CHANGELOG.md
-	cd $(RELEASE_DIR) && sha256sum leasegate-$(TAG:v%=%).tgz leasegate-images-$(TAG)-*.tar >SHA256SUMS
+	cd $(RELEASE_DIR) && sha256sum leasegate-$(TAG:v%=%).tgz leasegate-images-$(TAG)-*.tar kubectl-leasegate_$(TAG)_*.tar.gz >SHA256SUMS
 	@echo "released $(TAG) into $(RELEASE_DIR):" && cat $(RELEASE_DIR)/digests.txt
 
 .PHONY: docker-images

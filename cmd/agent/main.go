@@ -17,6 +17,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/leasegate/leasegate/internal/agent"
+	"github.com/leasegate/leasegate/internal/version"
 )
 
 // An agent that only elects, unless GOMEMLIMIT or GOGC say otherwise, keeps its heap small: its live
@@ -37,9 +38,13 @@ func main() {
 	// Nothing reads the agent's heap profile: without sampling, the runtime does not set up its 1.4 MiB
 	// profiling hash table.
 	runtime.MemProfileRate = 0
+	if len(os.Args) == 2 && (os.Args[1] == "--version" || os.Args[1] == "-version") {
+		fmt.Println("leasegate-agent", version.String())
+		return
+	}
 	settings, err := agent.LoadSettings(os.Args[1:], os.Getenv)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprintln(os.Stderr, "Usage: leasegate-agent [flags]\n\nEvery flag may instead be set by the environment variable named beside it.")
+		fmt.Fprintln(os.Stderr, "Usage: leasegate-agent [flags]\n       leasegate-agent --version\n\nEvery flag may instead be set by the environment variable named beside it.")
 		agent.Usage(os.Stderr)
 		os.Exit(0)
 	}
@@ -56,6 +61,7 @@ func main() {
 	}
 
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil))
+	log.Info("Starting leasegate-agent", "version", version.String())
 
 	a, err := agent.New(settings, log)
 	if err != nil {

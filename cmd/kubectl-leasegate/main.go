@@ -1,9 +1,8 @@
 // Command kubectl-leasegate is the kubectl plugin (`kubectl leasegate ...` once it is on PATH): it wires
-// the process's streams to internal/cli.
+// the process's streams and arguments to internal/cli and exits with its code.
 package main
 
 import (
-	"fmt"
 	"os"
 
 	"k8s.io/cli-runtime/pkg/genericiooptions"
@@ -12,9 +11,5 @@ import (
 )
 
 func main() {
-	cmd := cli.NewCommand(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr})
-	if err := cmd.Execute(); err != nil {
-		fmt.Fprintln(os.Stderr, "kubectl-leasegate:", err)
-		os.Exit(1)
-	}
+	os.Exit(cli.Main(genericiooptions.IOStreams{In: os.Stdin, Out: os.Stdout, ErrOut: os.Stderr}, os.Args[1:]))
 }

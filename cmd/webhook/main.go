@@ -3,6 +3,7 @@ package main
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"strings"
 
@@ -12,6 +13,7 @@ import (
 	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/manager"
+	"github.com/leasegate/leasegate/internal/version"
 )
 
 func main() {
@@ -42,11 +44,17 @@ func main() {
 		opts.ClientVerification.SubjectNames = strings.Split(v, ",")
 		return nil
 	})
+	showVersion := flag.Bool("version", false, "print the version and exit")
 	zapOpts := zap.Options{}
 	zapOpts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *showVersion {
+		fmt.Println("leasegate-webhook", version.String())
+		return
+	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&zapOpts)))
+	ctrl.Log.Info("Starting leasegate-webhook", "version", version.String())
 	if err := manager.Run(manager.SignalHandler(), ctrl.GetConfigOrDie(), opts); err != nil {
 		ctrl.Log.Error(err, "leasegate-webhook failed")
 		os.Exit(1)

@@ -38,7 +38,15 @@ type Finding struct {
 	Object  string `json:"object"`
 	Message string `json:"message"`
 	Fix     string `json:"fix"`
+	// Docs is the code's section of docs/plugin.md: what it means and how to fix it, at length.
+	Docs string `json:"docs"`
 }
+
+// DocsURL is docs/plugin.md, whose "### <code>" section each finding links to.
+const DocsURL = "https://github.com/leasegate/leasegate/blob/main/docs/plugin.md"
+
+// DocsFor is the link to code's section: GitHub's anchor of a "### LG001" heading is "lg001".
+func DocsFor(code string) string { return DocsURL + "#" + strings.ToLower(code) }
 
 // CheckReport is what `kubectl leasegate check` reports (-o json|yaml: apiVersion leasegate.io/v1alpha1,
 // kind CheckReport).
@@ -51,7 +59,7 @@ type CheckReport struct {
 	Warnings   int       `json:"warnings"`
 }
 
-// The findings' codes, documented in the README's troubleshooting table.
+// The findings' codes, each documented under its own heading in docs/plugin.md.
 const (
 	CodeWebhookConfigurationMissing = "LG001"
 	CodeWebhookEntryMissing         = "LG002"
@@ -165,7 +173,7 @@ type webhookEntry struct {
 }
 
 func (r *CheckReport) add(code, severity, object, message, fix string) {
-	r.Findings = append(r.Findings, Finding{Code: code, Severity: severity, Object: object, Message: message, Fix: fix})
+	r.Findings = append(r.Findings, Finding{Code: code, Severity: severity, Object: object, Message: message, Fix: fix, Docs: DocsFor(code)})
 	if severity == SeverityError {
 		r.Errors++
 	} else {
@@ -451,9 +459,9 @@ func RenderCheck(w io.Writer, report *CheckReport, format string) error {
 			return err
 		}
 		t := newTable(w)
-		fmt.Fprintln(t, "SEVERITY\tCODE\tOBJECT\tMESSAGE\tFIX")
+		fmt.Fprintln(t, "SEVERITY\tCODE\tOBJECT\tMESSAGE\tFIX\tDOCS")
 		for _, f := range report.Findings {
-			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Code, f.Object, f.Message, f.Fix)
+			fmt.Fprintf(t, "%s\t%s\t%s\t%s\t%s\t%s\n", f.Severity, f.Code, f.Object, f.Message, f.Fix, f.Docs)
 		}
 		if err := t.Flush(); err != nil {
 			return err

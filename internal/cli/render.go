@@ -32,17 +32,23 @@ func RenderStatus(w io.Writer, list *StatusList, format string) error {
 	return renderStatus(w, list, format, true)
 }
 
-// renderStatus writes list, a table with its header or without (the rows --watch adds).
+// renderStatus writes list, a table with its header or without (the rows --watch adds). The default
+// table keeps to what an operator reads at a glance, in 120 columns for the usual names; -o wide adds the
+// rest.
 func renderStatus(w io.Writer, list *StatusList, format string, header bool) error {
 	switch format {
 	case OutputJSON, OutputYAML:
 		return renderDocument(w, list, format)
 	case OutputTable, OutputWide:
+		if header && len(list.Items) == 0 {
+			_, err := fmt.Fprintln(w, "No leases found: none in scope is managed by leasegate or named by a guard.")
+			return err
+		}
 		t := newTable(w)
 		if header {
-			columns := "NAMESPACE\tLEASE\tHOLDER\tSTATE\tSINCE\tTRANSITIONS\tRENEWED\tCRASH TAKEOVER\tCANDIDATES\tAGENTS\tGUARDS\tDENIALS (1H)"
+			columns := "NAMESPACE\tLEASE\tHOLDER\tSTATE\tRENEWED\tREADY\tAGENTS"
 			if format == OutputWide {
-				columns += "\tRENEW DEADLINE\tRETRY PERIOD\tNODE"
+				columns += "\tSINCE\tTRANSITIONS\tCRASH TAKEOVER\tGUARDS\tDENIALS (1H)\tRENEW DEADLINE\tRETRY PERIOD\tNODE"
 			}
 			fmt.Fprintln(t, columns)
 		}
@@ -84,12 +90,9 @@ func statusRow(s *LeaseStatus, now time.Time, wide bool) string {
 			ready++
 		}
 	}
-	guards := strings.Join(s.Guards, ",")
 	cells := []string{
-		s.Namespace, s.Name, holder, s.State, age(s.Since, now), strconv.Itoa(int(s.Transitions)),
-		fmt.Sprintf("%s/%ds", age(s.RenewTime, now), s.LeaseDurationSeconds),
-		(time.Duration(s.CrashTakeoverSeconds * float64(time.Second))).String(),
-		fmt.Sprintf("%d/%d ready", ready, len(s.Candidates)), s.Verdict, orNone(guards), strconv.Itoa(s.DenialsLastHour),
+		s.Namespace, s.Name, holder, s.State, fmt.Sprintf("%s/%ds", age(s.RenewTime, now), s.LeaseDurationSeconds),
+		fmt.Sprintf("%d/%d", ready, len(s.Candidates)), s.Verdict,
 	}
 	if wide {
 		node := ""
@@ -98,7 +101,10 @@ func statusRow(s *LeaseStatus, now time.Time, wide bool) string {
 				node = c.Node
 			}
 		}
-		cells = append(cells, orNone(s.RenewDeadline), orNone(s.RetryPeriod), orNone(node))
+		cells = append(cells, age(s.Since, now), strconv.Itoa(int(s.Transitions)),
+			(time.Duration(s.CrashTakeoverSeconds * float64(time.Second))).String(),
+			orNone(strings.Join(s.Guards, ",")), strconv.Itoa(s.DenialsLastHour),
+			orNone(s.RenewDeadline), orNone(s.RetryPeriod), orNone(node))
 	}
 	return strings.Join(cells, "\t")
 }

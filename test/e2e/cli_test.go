@@ -96,7 +96,28 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 		Expect(code).To(Equal(0), out)
 		Expect(out).To(ContainSubstring("cert-manager-controller"))
 		_, code = run("status", "-o", "xml")
-		Expect(code).To(Equal(1))
+		Expect(code).To(Equal(cli.ExitUsage))
+		out, code = run("status", "-n", "default")
+		Expect(code).To(Equal(0), out)
+		Expect(out).To(HavePrefix("No leases found"))
+	})
+
+	It("completes lease names and --to pods through the kubectl_complete-leasegate shim", func() {
+		shim := filepath.Join(framework.RepoRoot(), "cmd", "kubectl-leasegate", "kubectl_complete-leasegate")
+		complete := func(args ...string) string {
+			// kubectl runs the shim with the words after "kubectl leasegate"; the shim runs the plugin from PATH.
+			cmd := exec.Command(shim, append([]string{"--kubeconfig", kubeconfig}, args...)...)
+			cmd.Env = append(os.Environ(), "PATH="+filepath.Dir(plugin)+string(os.PathListSeparator)+os.Getenv("PATH"))
+			out, err := cmd.Output()
+			Expect(err).NotTo(HaveOccurred())
+			return string(out)
+		}
+		// Each with its state (judged now: the planted renewals are in the past) and holder.
+		Expect(complete("handover", "-n", "shop", "")).To(And(MatchRegexp(`(?m)^orders\t\w+ by orders-0$`), MatchRegexp(`(?m)^reports\t`),
+			Not(ContainSubstring("cert-manager-controller")), Not(ContainSubstring("unrelated"))))
+		Expect(complete("status", "-A", "")).To(ContainSubstring("cert-manager-controller"))
+		// orders-1, its only other candidate, is not Ready: nothing to offer.
+		Expect(complete("handover", "orders", "-n", "shop", "--to", "")).NotTo(ContainSubstring("orders-"))
 	})
 
 	It("prints a new row when the lease changes hands (--watch)", func(ctx SpecContext) {
@@ -175,7 +196,7 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 
 		By("the binary exits 1 and says why")
 		out, code := run("check", "-n", "shop")
-		Expect(code).To(Equal(1))
+		Expect(code).To(Equal(cli.ExitFindings))
 		Expect(out).To(And(ContainSubstring("LG001"), ContainSubstring("error(s) found")))
 	})
 })

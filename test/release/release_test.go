@@ -153,8 +153,8 @@ func TestRelease(t *testing.T) {
 			}
 			files++
 		}
-		if files != 3 {
-			t.Errorf("SHA256SUMS lists %d files, want the chart and the two archives:\n%s", files, sums)
+		if files != 3+len(pluginPlatforms) {
+			t.Errorf("SHA256SUMS lists %d files, want the chart, the two image archives and the plugin's %d:\n%s", files, len(pluginPlatforms), sums)
 		}
 		changelog, err := os.ReadFile(filepath.Join(releaseDir, "CHANGELOG.md"))
 		if err != nil {
