@@ -34,7 +34,8 @@ const MinKubernetesVersion = "1.30.0"
 const certManagerGroupVersion = "cert-manager.io/v1"
 
 // PreCheck inspects a cluster before leasegate is installed: whether the chart installs on its server
-// version, whether agents can be native sidecars, whether cert-manager serves what the chart's default
+// version (every version it accepts runs agents as native sidecars), whether leasegate-config keeps them
+// from being ones, whether cert-manager serves what the chart's default
 // certificates need, and which running pods in namespace ("" for all) the webhook would refuse when they
 // are created again. A leasegate-config already in place is loaded as the webhook would.
 func PreCheck(ctx context.Context, cs kubernetes.Interface, namespace string, opts CheckOptions) (*CheckReport, error) {
@@ -46,9 +47,7 @@ func PreCheck(ctx context.Context, cs kubernetes.Interface, namespace string, op
 	}
 	r.checkServerVersion(server.GitVersion)
 	cfg := r.checkConfig(ctx, cs, opts)
-	if err := r.checkNativeSidecars(cs, cfg); err != nil {
-		return nil, err
-	}
+	r.checkNativeSidecars(cfg)
 	resources, err := dc.ServerResourcesForGroupVersion(certManagerGroupVersion)
 	switch {
 	case err != nil && !apierrors.IsNotFound(err):
