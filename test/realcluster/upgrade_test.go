@@ -282,17 +282,22 @@ func upgradeSpecs() {
 // stock asked whether it leads, stock's lease watched, and each replica's writes from the start on.
 type window struct {
 	name      string
-	started   time.Time
 	leader    string
 	load      *admissionLoad
 	creations *podCreations
 	claims    *framework.ClaimsSampler
 	lease     *framework.LeaseWatch
+	// written is how many lines each replica had logged when the window started: only the writes after
+	// them are the window's (a log's sinceTime has whole seconds).
+	written map[string]int
 }
 
 func startWindow(ctx context.Context, node *cluster.Node, name string) *window {
-	w := &window{name: name, started: time.Now(), leader: holder(ctx, node, stock)}
+	w := &window{name: name, leader: holder(ctx, node, stock), written: map[string]int{}}
 	Expect(w.leader).NotTo(BeEmpty())
+	for _, p := range podsOf(ctx, node, stock) {
+		w.written[p.Name] = len(podLog(ctx, node, p.Name, stock))
+	}
 	w.lease = watchLease(ctx, node, stock)
 	w.claims = sampleStockClaims(ctx, node)
 	w.load = startAdmissionLoad(ctx, node, stock)
@@ -328,7 +333,8 @@ func (w *window) stopAndCheck(ctx context.Context, node *cluster.Node, wantTag s
 	leader, _, _ := lease.ParseIdentity(w.leader)
 	var allowed, denied int
 	for _, p := range podsOf(ctx, node, stock) {
-		for _, line := range podLogSince(ctx, node, p.Name, stock, w.started) {
+		lines := podLog(ctx, node, p.Name, stock)
+		for _, line := range lines[min(w.written[p.Name], len(lines)):] {
 			switch {
 			case p.Name == leader:
 				Expect(line).To(HaveSuffix(" allowed"), "a write of the leader %s during the %s", p.Name, w.name)
