@@ -238,7 +238,15 @@ func upgradeSpecs() {
 
 		By("finishing the rolling update: every replica runs this tree's agent, and one of them leads")
 		rollStock(ctx, node, 0)
+		// Until the StatefulSet reports the rollout done, a pod that already runs the new agent (one a
+		// handover re-created) may still be replaced, and its log is briefly unreadable.
 		Eventually(func(g Gomega) {
+			s, err := node.Client.AppsV1().StatefulSets(app).Get(ctx, stock, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(s.Status.ObservedGeneration).To(Equal(s.Generation))
+			g.Expect(s.Status.CurrentRevision).To(Equal(s.Status.UpdateRevision), "the rolling update is still under way")
+			g.Expect(s.Status.UpdatedReplicas).To(BeEquivalentTo(3))
+			g.Expect(s.Status.ReadyReplicas).To(BeEquivalentTo(3))
 			g.Expect(slices.Collect(maps.Values(agentKinds(ctx, node, earlierTag)))).To(HaveEach("new"))
 		}).WithTimeout(120 * time.Second).Should(Succeed())
 		awaitRunning(ctx, node, stock, 3)
