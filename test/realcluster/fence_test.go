@@ -31,7 +31,7 @@ func fenceSpecs() {
 		Expect(err).To(MatchError(ContainSubstring(`admission webhook "config.leasegate.io" denied the request: leasegate-config is invalid and was not saved: missingPodIdentity: Unsupported value: "sometimes"`)))
 
 		By("the guard takes effect: the orders leader's writes land, its followers' are refused")
-		awaitOrdersFenced(ctx, node)
+		awaitFenced(ctx, node, "orders")
 	})
 
 	It("fences followers: only the leader's writes land, and the webhook's metrics and Events match what every replica reported", func() {
@@ -152,17 +152,17 @@ func guard(ctx context.Context, node *cluster.Node, workloads ...string) *corev1
 func guardOrders(ctx context.Context, node *cluster.Node) []corev1.Pod {
 	pods := ensureOrders(ctx, node)
 	guard(ctx, node, "orders")
-	awaitOrdersFenced(ctx, node)
+	awaitFenced(ctx, node, "orders")
 	return pods
 }
 
-// awaitOrdersFenced waits until the last write of the orders leader was admitted and each follower's
+// awaitFenced waits until the last write of the workload's leader was admitted and each follower's
 // refused by the fence.
-func awaitOrdersFenced(ctx context.Context, node *cluster.Node) {
+func awaitFenced(ctx context.Context, node *cluster.Node, workload string) {
 	Eventually(func(g Gomega) {
-		leader := holderPod(ctx, node, "orders")
-		for _, p := range listPods(ctx, node, "orders") {
-			lines := podLog(ctx, node, p.Name, "orders")
+		leader := holderPod(ctx, node, workload)
+		for _, p := range listPods(ctx, node, workload) {
+			lines := podLog(ctx, node, p.Name, workload)
 			g.Expect(lines).NotTo(BeEmpty())
 			last := lines[len(lines)-1]
 			if p.Name == leader {

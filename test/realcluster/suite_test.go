@@ -89,6 +89,9 @@ var _ = Describe("leasegate on a real single-node cluster", Ordered, func() {
 	// Before the webhook's specs: their helm upgrade replaces the serving Secret Prometheus checks against.
 	Describe("monitoring", monitoringSpecs)
 	Describe("the webhook", webhookSpecs)
+	// After the webhook's specs, whose helm upgrade it replaces: it installs an earlier commit's chart,
+	// upgrades, rolls back and leaves this tree's chart installed with the suite's values.
+	Describe("upgrades", Ordered, upgradeSpecs)
 	// Last: every component loses the API server for a while, and the specs after would measure that.
 	Describe("control-plane crashes", crashSpecs)
 })

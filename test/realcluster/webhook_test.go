@@ -143,7 +143,7 @@ func webhookSpecs() {
 			return serials
 		}
 		guardOrders(ctx, node)
-		load := startAdmissionLoad(ctx, node)
+		load := startAdmissionLoad(ctx, node, "orders")
 
 		for _, rotation := range []struct{ name, certificate string }{
 			{"the serving certificate", "leasegate-webhook"},
@@ -218,7 +218,7 @@ certificates:
 }
 
 // admissionLoad sends, every 20 ms, a server-side dry-run pod creation that leasegate injects and a
-// dry-run guarded write from a follower of orders that the fence refuses: both call the webhook and
+// dry-run guarded write from a follower of the workload that the fence refuses: both call the webhook and
 // change nothing. Anything that is not the expected answer is a failure (a webhook that cannot be called,
 // a certificate the API server does not trust).
 type admissionLoad struct {
@@ -230,10 +230,10 @@ type admissionLoad struct {
 	finished                  chan struct{}
 }
 
-func startAdmissionLoad(ctx context.Context, node *cluster.Node) *admissionLoad {
-	leader := holderPod(ctx, node, "orders")
+func startAdmissionLoad(ctx context.Context, node *cluster.Node, workload string) *admissionLoad {
+	leader := holderPod(ctx, node, workload)
 	var follower *corev1.Pod
-	for _, p := range listPods(ctx, node, "orders") {
+	for _, p := range listPods(ctx, node, workload) {
 		if p.Name != leader {
 			follower = &p
 			break
@@ -241,7 +241,7 @@ func startAdmissionLoad(ctx context.Context, node *cluster.Node) *admissionLoad 
 	}
 	Expect(follower).NotTo(BeNil())
 	config := rest.CopyConfig(node.Config)
-	config.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + app + ":orders", Extra: map[string][]string{
+	config.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:" + app + ":" + workload, Extra: map[string][]string{
 		"authentication.kubernetes.io/pod-name": {follower.Name}, "authentication.kubernetes.io/pod-uid": {string(follower.UID)},
 	}}
 	asFollower := kubernetes.NewForConfigOrDie(config)
