@@ -52,7 +52,7 @@ type CheckReport struct {
 	Warnings   int       `json:"warnings"`
 }
 
-// The findings' codes, documented in the README's troubleshooting table.
+// The findings' codes, documented, each with its fix, in docs/plugin.md (which docs/troubleshooting.md links).
 const (
 	CodeWebhookConfigurationMissing = "LG001"
 	CodeWebhookEntryMissing         = "LG002"

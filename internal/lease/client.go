@@ -102,7 +102,7 @@ func (c *Client) Update(ctx context.Context, lease *Lease) (*Lease, error) {
 // in test/electionload at 5,000 leases, cache lists let 15,000 electors start twice as fast, and that
 // burst tipped the 2-core API server, asked for 500 renewals a second, into an overload it did not leave
 // (429s and conflicts feeding each other). Change it only once the watch's backoff and the elector's
-// attempts honour the server's Retry-After (the README's roadmap).
+// attempts honour the server's Retry-After (docs/limitations.md).
 func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, string, error) {
 	var list struct {
 		Metadata struct {
