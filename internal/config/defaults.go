@@ -53,8 +53,8 @@ func Default(c *Config) {
 			}
 		}
 	}
-	// Measured (README): an agent's RSS is 13.7 MiB after 40 failovers and 15.0 MiB with 16 elections
-	// ("Measured"), 16.5 MiB serving the mutation gate small requests at 1,000/s ("The mutation gate").
+	// Measured (docs/performance.md): an agent's RSS is 13.7 MiB after 40 failovers and 15.0 MiB with 16 elections
+	// ("Several elections per pod"), 16.5 MiB serving the mutation gate small requests at 1,000/s ("The mutation gate").
 	// The request covers the largest with room; the limit is for what grows with traffic, as a gate's
 	// heap does with its requests' sizes and concurrency, and bursts of watch events. An empty block
 	// (resources: {limits: {}}) asks for nothing, so it gets these too, as no block does.

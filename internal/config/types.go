@@ -177,7 +177,7 @@ type Agent struct {
 	SecurityContext *corev1.SecurityContext `json:"securityContext,omitempty"`
 }
 
-// Defaults, named so the README, the chart and the tests can refer to them.
+// Defaults, named so docs/reference.md, the chart and the tests can refer to them.
 const (
 	DefaultAgentPort       = contract.AgentPort
 	DefaultClockSkewMargin = lease.DefaultClockSkewMargin

@@ -65,7 +65,7 @@ func (t *Tools) LintChart(valuesFiles ...string) ([]byte, error) {
 }
 
 // InstallChart runs `helm install leasegate charts/leasegate --create-namespace` into namespace of the cluster kubeconfig
-// points at, with the values in valuesFile: the README's install.
+// points at, with the values in valuesFile: docs/install.md's Helm install.
 func (t *Tools) InstallChart(kubeconfig, namespace, valuesFile string) ([]byte, error) {
 	return t.RunHelm("install", "leasegate", ChartDir(), "--kubeconfig", kubeconfig, "--namespace", namespace, "--create-namespace", "--values", valuesFile)
 }

@@ -1,6 +1,6 @@
 // Package realcluster is leasegate's real-cluster suite: a whole single-node cluster started on this
 // machine (etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet and
-// kube-proxy), cert-manager in it, leasegate installed with Helm as the README says, and workloads whose
+// kube-proxy), cert-manager in it, leasegate installed with Helm as docs/install.md says, and workloads whose
 // replicas elect, fail over, write through the fence and route traffic, with the figures `make bench`
 // reports. It needs root and Linux, and runs with -cluster (`make e2e-cluster`); without it, it skips.
 package realcluster
@@ -28,7 +28,7 @@ var (
 )
 
 // The workloads' election timing: short, so that failovers are quick to measure; the failover math is
-// the same at any scale (README, "Failover math").
+// the same at any scale (docs/timing.md).
 var fastElection = map[string]string{
 	"leasegate.io/lease-duration": "3s",
 	"leasegate.io/renew-deadline": "2s",
@@ -141,7 +141,7 @@ func startNodeWithLeasegate() {
 	Expect(failures).To(BeEmpty())
 	figures.Latencies("pod create, 200 at 10 in parallel, without leasegate", latencies)
 
-	By("helm install leasegate, as the README says: the certificate from cert-manager")
+	By("helm install leasegate, as docs/install.md says: the certificate from cert-manager")
 	values := filepath.Join(dir, "values.yaml")
 	Expect(os.WriteFile(values, []byte("image:\n  webhook: {pullPolicy: Never}\n  agent: {pullPolicy: Never}\n"), 0o644)).To(Succeed())
 	out, err := tools.InstallChart(filepath.Join(node.Dir, "admin.kubeconfig"), leasegateNamespace, values)
