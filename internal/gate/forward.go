@@ -508,28 +508,6 @@ func (c *upstreamConn) nothingRead(err error) bool {
 	return c.read == 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE))
 }
 
-// open reports whether the app has not closed c while it was free (an app's keep-alive timeout, a
-// restart): one non-blocking peek, so a request is never written to a connection that is gone.
-func (c *upstreamConn) open() bool {
-	if c.r.Buffered() > 0 {
-		return false // the app said something unasked: the connection is out of step
-	}
-	raw, err := c.Conn.(syscall.Conn).SyscallConn()
-	if err != nil {
-		return false
-	}
-	open := false
-	var peek [1]byte
-	if err := raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = n < 0 && errors.Is(err, syscall.EAGAIN)
-		return true
-	}); err != nil {
-		return false
-	}
-	return open
-}
-
 // hopByHop are the headers that concern one connection, not the request (RFC 9110, 7.6.1).
 var hopByHop = []string{"Connection", "Proxy-Connection", "Keep-Alive", "Proxy-Authenticate", "Proxy-Authorization", "Te", "Trailer", "Transfer-Encoding", "Upgrade"}
 

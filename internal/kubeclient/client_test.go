@@ -301,6 +301,32 @@ func TestRateLimitCapsWhatTheClientSends(t *testing.T) {
 	}
 }
 
+func TestUnlimitedRequestsPassASpentRateLimit(t *testing.T) {
+	var requests atomic.Int32
+	client := serve(t, func(w http.ResponseWriter, _ *http.Request) {
+		requests.Add(1)
+		_, _ = w.Write([]byte(`{}`))
+	})
+	// A token an hour, one in the bucket, spent by a read: a holder's renewal or release still goes out.
+	client.SetRateLimit(1.0/3600, 1)
+	if err := client.Do(context.Background(), Request{Method: http.MethodGet, Path: "/x"}, nil); err != nil {
+		t.Fatalf("the read that spends the bucket: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for i := range 3 {
+		if err := client.Do(Unlimited(ctx), Request{Method: http.MethodPut, Path: "/x", Body: struct{}{}}, nil); err != nil {
+			t.Fatalf("unlimited write %d: %v, want it sent past the spent rate limit", i+1, err)
+		}
+	}
+	if err := client.Do(ctx, Request{Method: http.MethodGet, Path: "/x"}, nil); err == nil || !strings.Contains(err.Error(), "rate limit") {
+		t.Errorf("a limited read after them: error %v, want the rate limit's (Unlimited must not refill the bucket)", err)
+	}
+	if n := requests.Load(); n != 4 {
+		t.Errorf("%d requests reached the server, want 4 (the read and the three unlimited writes)", n)
+	}
+}
+
 func TestRetriesAfterAConnectionFailure(t *testing.T) {
 	tests := []struct {
 		name        string

@@ -82,9 +82,21 @@ func (c *Client) SetRateLimit(qps float64, burst int) {
 	c.limiter = rate.NewLimiter(rate.Limit(qps), burst)
 }
 
-// takeToken waits for the rate limiter's token, if there is a limiter.
+// unlimitedKey marks a context whose requests the client-side rate limit does not hold back.
+type unlimitedKey struct{}
+
+// Unlimited exempts the requests made with the returned context from the client-side rate limit
+// (SetRateLimit), not from the server's Retry-After. It is for the writes of a lease the caller holds: a
+// renewal and a release are bounded by the election itself (one per retry period, one per term) and are
+// what keeps a term's end prompt, so tokens spent by a burst of reads, watches and takes must never
+// delay them past their deadline.
+func Unlimited(ctx context.Context) context.Context {
+	return context.WithValue(ctx, unlimitedKey{}, true)
+}
+
+// takeToken waits for the rate limiter's token, if there is a limiter and ctx is not Unlimited.
 func (c *Client) takeToken(ctx context.Context, req Request) error {
-	if c.limiter == nil {
+	if c.limiter == nil || ctx.Value(unlimitedKey{}) != nil {
 		return nil
 	}
 	if err := c.limiter.Wait(ctx); err != nil {

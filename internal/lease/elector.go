@@ -376,7 +376,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		acquired = now
 	}
 	next.Spec = e.spec(now, acquired, e.current.Spec.LeaseTransitions)
-	updated, err := e.cfg.Client.Update(reqCtx, next)
+	updated, err := e.cfg.Client.Update(kubeclient.Unlimited(reqCtx), next)
 	if err == nil {
 		e.wrote(updated, now)
 		e.renewed(now, updated)
@@ -448,7 +448,7 @@ func (e *Elector) handOver(l *Lease) {
 // one-second duration and drops any handover request, so any follower may take it at once; a handover
 // keeps the lease's duration and the request, which bars everyone but its target for that long.
 func (e *Elector) writeReleased(base *Lease, handover bool) {
-	ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+	ctx, cancel := context.WithTimeout(kubeclient.Unlimited(context.Background()), releaseTimeout)
 	defer cancel()
 	for {
 		now := e.clock.Now()
