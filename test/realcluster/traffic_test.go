@@ -18,10 +18,12 @@ import (
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/cli"
@@ -113,10 +115,15 @@ func trafficSpecs() {
 			"authentication.kubernetes.io/pod-name": {pod.Name}, "authentication.kubernetes.io/pod-uid": {string(pod.UID)},
 		}}
 		asFollower := kubernetes.NewForConfigOrDie(config).CoordinationV1().Leases(app)
-		l, err := asFollower.Get(ctx, "router", metav1.GetOptions{})
-		Expect(err).NotTo(HaveOccurred())
-		metav1.SetMetaDataAnnotation(&l.ObjectMeta, "leasegate.io/handover-from", ptr.Deref(l.Spec.HolderIdentity, ""))
-		_, err = asFollower.Update(ctx, l, metav1.UpdateOptions{})
+		// The holder renews between the read and the write now and then: a Conflict is the API server's
+		// answer before admission runs, so the follower reads again and asks again.
+		err = retry.OnError(retry.DefaultRetry, apierrors.IsConflict, func() error {
+			l, err := asFollower.Get(ctx, "router", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			metav1.SetMetaDataAnnotation(&l.ObjectMeta, "leasegate.io/handover-from", ptr.Deref(l.Spec.HolderIdentity, ""))
+			_, err = asFollower.Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		})
 		Expect(err).To(MatchError(ContainSubstring("a pod may not ask for a handover")))
 
 		report := routes.Report()
