@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -40,24 +38,6 @@ func startControlPlane(t *testing.T) *framework.ControlPlane {
 	}
 	t.Cleanup(func() { _ = cp.Stop() })
 	return cp
-}
-
-// syncBuffer is written by the command's goroutine and read by the test's.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // waitFor polls cond until it holds; the deadline only bounds a broken run.
@@ -104,7 +84,7 @@ func TestWatchResumesWhenTheServerEndsTheWatch(t *testing.T) {
 	config := rest.CopyConfig(cp.Config)
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countWatches{rt, &watches} })
 	cs := kubernetes.NewForConfigOrDie(config)
-	out, errOut := &syncBuffer{}, &syncBuffer{}
+	out, errOut := &framework.SyncBuffer{}, &framework.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		// The server ends each watch after a second, as it ends every watch after --min-request-timeout.
@@ -191,7 +171,7 @@ func TestPreCheckAndWait(t *testing.T) {
 	}
 
 	t.Run("--wait: until cert-manager is installed and the pod fixed", func(t *testing.T) {
-		progress := &syncBuffer{}
+		progress := &framework.SyncBuffer{}
 		type result struct {
 			report *CheckReport
 			err    error
@@ -224,7 +204,7 @@ func TestPreCheckAndWait(t *testing.T) {
 		if _, err := cp.Client.CoreV1().Pods("shop").Create(ctx, pod("shop", "refused-again", "-1s"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		progress := &syncBuffer{}
+		progress := &framework.SyncBuffer{}
 		r, err := WaitForCheck(ctx, func(ctx context.Context) (*CheckReport, error) { return PreCheck(ctx, cp.Client, "", opts) },
 			300*time.Millisecond, 100*time.Millisecond, progress)
 		if err != nil || r.Errors != 1 || r.Findings[0].Code != CodeWouldBeRefused {

@@ -16,14 +16,14 @@ import (
 // Process is a program the harness runs, with its output kept for the test to read.
 type Process struct {
 	cmd      *exec.Cmd
-	logs     *syncBuffer
+	logs     *SyncBuffer
 	exited   chan struct{}
 	exitCode int
 }
 
 // StartProcess starts cmd, capturing stdout and stderr.
 func StartProcess(cmd *exec.Cmd) (*Process, error) {
-	p := &Process{cmd: cmd, logs: &syncBuffer{}, exited: make(chan struct{})}
+	p := &Process{cmd: cmd, logs: &SyncBuffer{}, exited: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = p.logs, p.logs
 	if err := cmd.Start(); err != nil {
 		return nil, err
@@ -127,18 +127,19 @@ func procStatusBytes(pid int, field string) (int64, error) {
 	return 0, fmt.Errorf("no %s for pid %d", field, pid)
 }
 
-type syncBuffer struct {
+// SyncBuffer is a bytes.Buffer that one goroutine writes (a process, a command) while another reads it.
+type SyncBuffer struct {
 	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *SyncBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *SyncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
