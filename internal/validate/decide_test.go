@@ -483,6 +483,14 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"the pod that handed over may not take it back", a, handedOver, writing("orders-a_uid-a"), false, 15, NotHandoverTarget, Denied},
 		{"anyone may take it once the released term ended", c, handoverLapsed, taking("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
 		{"any candidate but the holder may take a lease handed over to no one in particular", c, handover(heldLease("shop", "orders", "", time.Second, true), ""), taking("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+		// A pod that does not hold the lease writes a released one only to take it: otherwise it could lift a
+		// handover's bar in one write (clear the request, date the released term back, shorten it) and take
+		// the lease in the next.
+		{"a follower may not clear the handover request from the released lease", c, handedOver, heldLease("shop", "orders", "", time.Second, true), false, 15, NotHolder, Denied},
+		{"nor date the released term back", c, handedOver, renewedAt(handedOver, now.Add(-time.Hour)), false, 15, NotHolder, Denied},
+		{"nor shorten it", c, handedOver, lasting(handedOver, 1), false, 15, NotHolder, Denied},
+		{"nor may the pod that handed over", a, handedOver, renewedAt(handedOver, now.Add(-time.Hour)), false, 15, NotHolder, Denied},
+		{"nor may a follower write a released lease it does not take", b, released, renewedAt(released, now.Add(-time.Hour)), false, 15, NotHolder, Denied},
 
 		// leaseTransitions: the fencing token of each term, which no pod may reuse, lower or run up.
 		{"a pod may not take the lease without counting its term", b, released, writing("orders-b_uid-b"), false, 15, TransitionsMiscounted, Denied},
