@@ -212,7 +212,7 @@ func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict
 		return Verdict{Reason: Exempt}
 	}
 	saNamespace, saName, isServiceAccount := req.Requester.serviceAccount()
-	op := opBits[req.Operation]
+	op := opBits[req.Operation] | impliedOps(req)
 	worst := Verdict{Reason: NotGated}
 	for _, r := range rules {
 		g := r.guard

@@ -186,6 +186,33 @@ func TestDecideCoversSubresources(t *testing.T) {
 	})
 }
 
+// A write to a subresource is judged by what it does to its resource: an eviction deletes the pod, so a
+// guard on deleting pods fences it although its request is a CREATE.
+func TestDecideJudgesASubresourceWriteByWhatItDoes(t *testing.T) {
+	cfg, err := config.Load([]byte(`
+guards:
+- name: orders
+  lease: orders
+  serviceAccounts: [orders]
+  resources: [{group: "", resources: [pods], operations: [UPDATE, DELETE]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	follower, holder := pod("shop", "orders", "orders-b", "uid-b"), pod("shop", "orders", "orders-a", "uid-a")
+	denied := Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}
+	runDecide(t, p, leases, []decideCase{
+		{"a follower's delete is denied", follower, "DELETE", "", "pods", "shop", denied},
+		{"so is its eviction, a delete sent as a CREATE", follower, "CREATE", "", "pods/eviction", "shop", denied},
+		{"and its binding, an update of the pod's node sent as a CREATE", follower, "CREATE", "", "pods/binding", "shop", denied},
+		{"the holder evicts", holder, "CREATE", "", "pods/eviction", "shop",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
+		{"a create the guard does not list stays unjudged", follower, "CREATE", "", "pods", "shop", Verdict{Reason: NotGated}},
+		{"as does a create of another subresource", follower, "CREATE", "", "pods/exec", "shop", Verdict{Reason: NotGated}},
+	})
+}
+
 func TestDecideNeverFencesTheControlPlane(t *testing.T) {
 	// A guard on namespaces loads (only discovery tells it is cluster-scoped: config.CheckServed), and is
 	// held off by the decision too.
