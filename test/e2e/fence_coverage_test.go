@@ -183,7 +183,8 @@ var _ = Describe("What the fence covers", Serial, func() {
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		setConfig(ctx, deploymentGuard(ns, `{group: "", resources: [pods], operations: [UPDATE, DELETE]}`))
-		Eventually(func() []string { return guardedRules(ctx) }).WithTimeout(5 * time.Second).Should(ContainElement("[]/pods/eviction"))
+		// One apply writes every rule of the guard: the eviction's, a CREATE, with pods/*.
+		Eventually(func() []string { return guardedRules(ctx) }).WithTimeout(5 * time.Second).Should(ContainElement("[]/pods/*"))
 		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
 		follower := others(agents, soleLeader(agents))[0]
 		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
@@ -195,6 +196,7 @@ var _ = Describe("What the fence covers", Serial, func() {
 		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
 		_, err = controlPlane.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "the pod is still there")
+		Expect(guardedRules(ctx)).To(ContainElement("[]/pods/eviction"), "sent in a CREATE rule of its own")
 	})
 
 	It("refuses a guard with group \"*\" at admission, naming the field and the fix", func(ctx SpecContext) {
