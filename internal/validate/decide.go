@@ -125,7 +125,7 @@ var reasonText = [...]string{
 	HolderFormatMismatch:  "the holder contains this pod's name, but not in the holder format the guard reads",
 	ForeignHolder:         "a pod may write only its own identity as the holder",
 	TakeUnexpired:         "the lease is held by another pod and has not expired",
-	NotHolder:             "only the holder may renew or release the lease",
+	NotHolder:             "only the holder may renew or release the lease, and a pod writes a released lease only to take it",
 	DeleteLease:           "pods may not delete a lease",
 	EvictsOther:           "a pod may evict only itself",
 	EvictsWhileHolding:    "the pod still holds its lease: it evicts itself only once it has lost it",
@@ -212,7 +212,7 @@ func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict
 		return Verdict{Reason: Exempt}
 	}
 	saNamespace, saName, isServiceAccount := req.Requester.serviceAccount()
-	op := opBits[req.Operation]
+	op := opBits[req.Operation] | impliedOps(req)
 	worst := Verdict{Reason: NotGated}
 	for _, r := range rules {
 		g := r.guard
@@ -403,7 +403,11 @@ func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 		v.Reason = TakeUnexpired
 	case next != "" && !ownsCurrent && !w.MultiCluster && handoverBars(old, current, &prior, next, now, p.margin):
 		v.Reason = NotHandoverTarget
-	case next == "" && current.Holder != "" && !ownsCurrent:
+	case next == "" && !ownsCurrent:
+		// A write that leaves the lease without a holder is a release, the holder's alone. On a lease
+		// already released there is nothing to release: a pod that is not taking it has no write to
+		// make, and one would lift a handover's bar (clear the request, date the released term back or
+		// shorten it) for its take in the next write.
 		v.Reason = NotHolder
 	case datedAhead(old, updated, now, p.margin):
 		v.Reason = TimeAhead

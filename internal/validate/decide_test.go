@@ -186,6 +186,33 @@ func TestDecideCoversSubresources(t *testing.T) {
 	})
 }
 
+// A write to a subresource is judged by what it does to its resource: an eviction deletes the pod, so a
+// guard on deleting pods fences it although its request is a CREATE.
+func TestDecideJudgesASubresourceWriteByWhatItDoes(t *testing.T) {
+	cfg, err := config.Load([]byte(`
+guards:
+- name: orders
+  lease: orders
+  serviceAccounts: [orders]
+  resources: [{group: "", resources: [pods], operations: [UPDATE, DELETE]}]
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := Compile(cfg, "leasegate-system")
+	follower, holder := pod("shop", "orders", "orders-b", "uid-b"), pod("shop", "orders", "orders-a", "uid-a")
+	denied := Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}
+	runDecide(t, p, leases, []decideCase{
+		{"a follower's delete is denied", follower, "DELETE", "", "pods", "shop", denied},
+		{"so is its eviction, a delete sent as a CREATE", follower, "CREATE", "", "pods/eviction", "shop", denied},
+		{"and its binding, an update of the pod's node sent as a CREATE", follower, "CREATE", "", "pods/binding", "shop", denied},
+		{"the holder evicts", holder, "CREATE", "", "pods/eviction", "shop",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "orders", LeaseNamespace: "shop", LeaseName: "orders", Holder: "orders-a_uid-a"}},
+		{"a create the guard does not list stays unjudged", follower, "CREATE", "", "pods", "shop", Verdict{Reason: NotGated}},
+		{"as does a create of another subresource", follower, "CREATE", "", "pods/exec", "shop", Verdict{Reason: NotGated}},
+	})
+}
+
 func TestDecideNeverFencesTheControlPlane(t *testing.T) {
 	// A guard on namespaces loads (only discovery tells it is cluster-scoped: config.CheckServed), and is
 	// held off by the decision too.
@@ -483,6 +510,14 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"the pod that handed over may not take it back", a, handedOver, writing("orders-a_uid-a"), false, 15, NotHandoverTarget, Denied},
 		{"anyone may take it once the released term ended", c, handoverLapsed, taking("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
 		{"any candidate but the holder may take a lease handed over to no one in particular", c, handover(heldLease("shop", "orders", "", time.Second, true), ""), taking("orders-c_uid-c"), false, 15, HoldsLease, Allowed},
+		// A pod that does not hold the lease writes a released one only to take it: otherwise it could lift a
+		// handover's bar in one write (clear the request, date the released term back, shorten it) and take
+		// the lease in the next.
+		{"a follower may not clear the handover request from the released lease", c, handedOver, heldLease("shop", "orders", "", time.Second, true), false, 15, NotHolder, Denied},
+		{"nor date the released term back", c, handedOver, renewedAt(handedOver, now.Add(-time.Hour)), false, 15, NotHolder, Denied},
+		{"nor shorten it", c, handedOver, lasting(handedOver, 1), false, 15, NotHolder, Denied},
+		{"nor may the pod that handed over", a, handedOver, renewedAt(handedOver, now.Add(-time.Hour)), false, 15, NotHolder, Denied},
+		{"nor may a follower write a released lease it does not take", b, released, renewedAt(released, now.Add(-time.Hour)), false, 15, NotHolder, Denied},
 
 		// leaseTransitions: the fencing token of each term, which no pod may reuse, lower or run up.
 		{"a pod may not take the lease without counting its term", b, released, writing("orders-b_uid-b"), false, 15, TransitionsMiscounted, Denied},

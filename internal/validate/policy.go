@@ -18,6 +18,27 @@ type opMask uint8
 
 var opBits = map[string]opMask{"CREATE": 1, "UPDATE": 2, "DELETE": 4, "CONNECT": 8}
 
+// impliedWrites are the subresource writes whose request operation (sent) is not what they do to the
+// resource (amounts): an eviction is a CREATE of pods/eviction that deletes the pod, a binding a CREATE of
+// pods/binding that sets its node. A guard that fences the operation they amount to fences them too, in
+// the rules (a rule for the subresource with the operation sent) and in the decision, whatever
+// operations it lists: otherwise a guard on pods with operations [UPDATE, DELETE] would let a follower
+// delete a pod by evicting it.
+var impliedWrites = [...]struct{ group, resource, subresource, sent, amounts string }{
+	{"", "pods", "eviction", "CREATE", "DELETE"},
+	{"", "pods", "binding", "CREATE", "UPDATE"},
+}
+
+// impliedOps is the operation a write amounts to on its resource, beyond its own; 0 for most.
+func impliedOps(req *Request) opMask {
+	for _, w := range impliedWrites {
+		if w.subresource == req.Subresource && w.resource == req.Resource && w.group == req.Group && w.sent == req.Operation {
+			return opBits[w.amounts]
+		}
+	}
+	return 0
+}
+
 type groupResource struct{ group, resource string }
 
 // namespacedName is a map key that needs no string concatenation, so lookups do not allocate.

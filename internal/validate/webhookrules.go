@@ -107,6 +107,18 @@ func Rules(cfg *config.Config, api *apiresources.Index) []*admissionregistration
 			for _, name := range r.Resources {
 				resources[k][name] = true
 				served, known := api.Lookup(r.Group, name)
+				for _, w := range impliedWrites {
+					if w.group == r.Group && w.resource == name && slices.Contains(r.Operations, w.amounts) &&
+						!slices.Contains(r.Operations, w.sent) && !slices.Contains(r.ExcludeSubresources, w.subresource) &&
+						(!known || slices.Contains(served.Subresources, w.subresource)) {
+						// Sent with its own operation; judged as what it does (impliedWrites).
+						implied := key{r.Group, w.sent}
+						if resources[implied] == nil {
+							resources[implied] = map[string]bool{}
+						}
+						resources[implied][name+"/"+w.subresource] = true
+					}
+				}
 				if len(r.ExcludeSubresources) == 0 || !known {
 					resources[k][name+"/*"] = true
 					continue

@@ -107,6 +107,21 @@ func TestRulesCoverSubresources(t *testing.T) {
 	}
 }
 
+// An eviction deletes a pod, but its request is a CREATE of pods/eviction: a guard on deleting pods needs
+// a rule of its own for it, or the API server never sends a follower's eviction.
+func TestRulesSendTheEvictionsOfAGuardOnDeletingPods(t *testing.T) {
+	cfg, err := config.Load([]byte(`guards: [{name: g, lease: l, resources: [{group: "", resources: [pods], operations: [DELETE]}]}]`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := marshal(Rules(cfg, served))
+	want := `[{"operations":["CREATE"],"apiGroups":[""],"apiVersions":["*"],"resources":["pods/eviction"],"scope":"Namespaced"},` +
+		`{"operations":["DELETE"],"apiGroups":[""],"apiVersions":["*"],"resources":["pods","pods/*"],"scope":"Namespaced"}]`
+	if got != want {
+		t.Errorf("Rules() =\n%s\nwant\n%s", got, want)
+	}
+}
+
 func resourcesOf(rules []*admissionregistrationv1ac.RuleWithOperationsApplyConfiguration) [][]string {
 	var all [][]string
 	for _, r := range rules {
@@ -214,6 +229,12 @@ func TestRulesAndDecideCoverTheSameWrites(t *testing.T) {
 	for _, tt := range []struct{ name, config string }{
 		{"the decision tests' guards", testConfig},
 		{"subresources, all and all but status", subresourceConfig},
+		{"guards on deleting and updating pods, whose eviction and binding are CREATEs", `
+guards:
+- {name: a, lease: l, resources: [{group: "", resources: [pods], operations: [UPDATE, DELETE]}]}
+- {name: b, lease: l, resources: [{group: "", resources: [pods], operations: [DELETE], excludeSubresources: [status]}]}
+- {name: c, lease: l, resources: [{group: "", resources: [pods], operations: [UPDATE], excludeSubresources: [binding]}]}
+`},
 		{"overlapping guards with their own operations and exclusions", `
 guards:
 - {name: a, lease: l, resources: [{group: apps, resources: [deployments], operations: [UPDATE], excludeSubresources: [status]}]}

@@ -12,6 +12,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -160,6 +161,42 @@ var _ = Describe("What the fence covers", Serial, func() {
 		d, err := controlPlane.Client.AppsV1().Deployments(ns).Get(ctx, "web", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(*d.Spec.Replicas).To(Equal(int32(2)), "only the holder scaled")
+	})
+
+	It("refuses a follower's eviction under a guard on deleting pods: an eviction is a delete sent as a CREATE", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		_, err := controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "pods"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"pods"}, Verbs: []string{"get", "delete"}},
+				{APIGroups: []string{""}, Resources: []string{"pods/eviction"}, Verbs: []string{"create"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: "pods"},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pods"},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: framework.ServiceAccountName}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		_, err = controlPlane.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: "victim"},
+			Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "example.invalid/app"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		setConfig(ctx, deploymentGuard(ns, `{group: "", resources: [pods], operations: [UPDATE, DELETE]}`))
+		// One apply writes every rule of the guard: the eviction's, a CREATE, with pods/*.
+		Eventually(func() []string { return guardedRules(ctx) }).WithTimeout(5 * time.Second).Should(ContainElement("[]/pods/*"))
+		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
+		follower := others(agents, soleLeader(agents))[0]
+		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
+
+		err = followerClient.CoreV1().Pods(ns).Delete(ctx, "victim", metav1.DeleteOptions{})
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "a follower's delete: %v", err)
+		err = followerClient.CoreV1().Pods(ns).EvictV1(ctx, &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: "victim", Namespace: ns}})
+		Expect(err).To(MatchError(ContainSubstring(`may not create eviction of pods %s/victim`, ns)))
+		Expect(apierrors.IsForbidden(err)).To(BeTrue(), "%v", err)
+		_, err = controlPlane.Client.CoreV1().Pods(ns).Get(ctx, "victim", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the pod is still there")
+		Expect(guardedRules(ctx)).To(ContainElement("[]/pods/eviction"), "sent in a CREATE rule of its own")
 	})
 
 	It("refuses a guard with group \"*\" at admission, naming the field and the fix", func(ctx SpecContext) {

@@ -239,6 +239,18 @@ var _ = Describe("The lease guard", func() {
 		}
 		Expect(take(ctx, clients[2], ns, bystander, clearHandover)).To(MatchError(ContainSubstring(
 			"until the released term ends only the pod it names may take it")))
+		// Nor can it lift the bar in one write and take the lease in the next: a pod writes a released
+		// lease only to take it.
+		for name, lift := range map[string]func(*coordinationv1.Lease){
+			"clears the request":           clearHandover,
+			"dates the released term back": func(l *coordinationv1.Lease) { l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now().Add(-time.Hour)} },
+			"shortens the released term":   func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](1) },
+		} {
+			l := ordersLease(ctx, ns)
+			lift(l)
+			_, err := clients[2].CoordinationV1().Leases(ns).Update(ctx, l, metav1.UpdateOptions{})
+			Expect(err).To(MatchError(ContainSubstring("a pod writes a released lease only to take it")), "a bystander that %s", name)
+		}
 		Expect(take(ctx, clients[0], ns, leader, clearHandover)).To(MatchError(ContainSubstring(
 			"the pod that released it may not take it back")))
 		Expect(take(ctx, clients[1], ns, target, clearHandover)).To(Succeed(), "the target")
