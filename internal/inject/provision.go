@@ -113,6 +113,8 @@ type Provisioner struct {
 	Recorder  events.EventRecorder
 	// MultiClusterLeases: the CRD is served, so deleted MultiClusterLeases are watched (and recreated).
 	MultiClusterLeases bool
+	// Config holds adoptLeases: the other controllers' locks a cluster admin hands over to leasegate.
+	Config *config.Store
 }
 
 // EventReasonConflict is the reason of the Event on a pod whose lease's Role or RoleBinding name is
@@ -288,12 +290,21 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 	return reconcile.Result{RequeueAfter: recheck}, err
 }
 
-// conflictNote tells a pod's owner which object took the name of the lease's Role or RoleBinding, what
-// that costs the pod, and the fixes.
+// conflictNote tells a pod's owner which object took the name of the lease's Role or RoleBinding, or that
+// the lease itself is another controller's, what that costs the pod, and the fixes.
 func conflictNote(clash client.Object, l lock) string {
 	kind := "RoleBinding"
-	if _, ok := clash.(*rbacv1.Role); ok {
+	switch clash.(type) {
+	case *rbacv1.Role:
 		kind = "Role"
+	case *coordinationv1.Lease, *v1alpha1.MultiClusterLease:
+		kind = "Lease"
+		if l.multiCluster {
+			kind = v1alpha1.Kind
+		}
+		return fmt.Sprintf("%s %s/%s exists and is not leasegate's (no %s label, no Role of leasegate's for it): another controller elects on it, "+
+			"so leasegate neither marks it nor gives the pod's agent rights on it. Elect on a lease of the pod's own (%s or %s), or add %q to adoptLeases in leasegate-config",
+			kind, clash.GetNamespace(), clash.GetName(), contract.Managed, contract.Lease, contract.Elections, clash.GetNamespace()+"/"+clash.GetName())
 	}
 	return fmt.Sprintf("%s %s/%s exists and leasegate did not create it, so leasegate neither changes nor binds it: "+
 		"the pod's agent gets no rights on lease %s from leasegate. Delete or rename that %s, or elect on another lease (%s or %s)",
@@ -305,15 +316,21 @@ func conflictNote(clash client.Object, l lock) string {
 // then it writes neither (a binding to someone else's Role would grant what that Role grants).
 // recheck, when not 0, is when to look at an unlabelled lock again (restoreMarker).
 func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) (clash client.Object, recheck time.Duration, err error) {
+	name := rbacPrefix + l.key()
 	if err := p.Client.Create(ctx, l.object(namespace)); apierrors.IsAlreadyExists(err) {
-		if recheck, err = p.restoreMarker(ctx, namespace, l, time.Now()); err != nil {
-			return nil, 0, err
+		var foreign client.Object
+		if foreign, recheck, err = p.restoreMarker(ctx, namespace, l, time.Now()); err != nil || foreign != nil {
+			// Another controller's lock: its pods get no rights on it, and no binding of leasegate's
+			// stays to a Role of that name.
+			if err == nil {
+				err = p.removeOwn(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}})
+			}
+			return foreign, recheck, err
 		}
 	} else if err != nil {
 		return nil, 0, err
 	}
 
-	name := rbacPrefix + l.key()
 	managed := metav1.ObjectMeta{Namespace: namespace, Name: name, Labels: map[string]string{contract.Managed: "true"}}
 	role := &rbacv1.Role{ObjectMeta: *managed.DeepCopy(), Rules: []rbacv1.PolicyRule{l.rule()}}
 	if len(evictable) > 0 {
@@ -361,18 +378,36 @@ func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, a
 
 // restoreMarker labels the lock as leasegate's again when it lost the label (the lease guard refuses that
 // to service accounts, but it fails open, and people may edit the lock): without the label the lease
-// guard no longer sees the lock's writes. A lock that holds another controller's election keeps its
-// state: it is restored only while it is released or expired, or one of the pods that elect on it holds
-// it. Held by anyone else (say a pod that has just left), it is looked at again when that term ends:
-// nothing else would, since the lock is in no label-filtered cache and the injector refuses new pods of
-// an unlabelled lease.
-func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l lock, now time.Time) (recheck time.Duration, err error) {
+// guard no longer sees the lock's writes.
+//
+// Only a lock that was leasegate's is restored: its Role, which leasegate created (Provisioned) and
+// removes only with the lock's last pod, still stands; or adoptLeases hands it over. Any other unlabelled
+// lock is another controller's, returned as foreign: a pod that reached no injector entry (labelled
+// leasegate.io/inject=disabled in an opted-in namespace, with an agent container of its own) must not
+// get it marked, and so its rights, where the injector would have refused it (checkLocks).
+//
+// A lock that holds an election keeps its state: it is restored only while it is released or expired,
+// or one of the pods that elect on it holds it. Held by anyone else (say a pod that has just left), it is
+// looked at again when that term ends: nothing else would, since the lock is in no label-filtered cache
+// and the injector refuses new pods of an unlabelled lease.
+func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l lock, now time.Time) (foreign client.Object, recheck time.Duration, err error) {
 	obj := l.object(namespace)
 	if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
-		return 0, client.IgnoreNotFound(err)
+		return nil, 0, client.IgnoreNotFound(err)
 	}
 	if obj.GetLabels()[contract.Managed] == "true" {
-		return 0, nil
+		return nil, 0, nil
+	}
+	if adopted := p.Config != nil && p.Config.Current().Adopts(namespace, l.name); !adopted {
+		role := &rbacv1.Role{}
+		switch err := p.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: rbacPrefix + l.key()}, role); {
+		case apierrors.IsNotFound(err):
+			return obj, 0, nil
+		case err != nil:
+			return nil, 0, err
+		case !Provisioned(role):
+			return obj, 0, nil
+		}
 	}
 	var spec coordinationv1.LeaseSpec
 	switch o := obj.(type) {
@@ -384,14 +419,14 @@ func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l loc
 	if j := leasev1.Judge(&spec, now, lease.DefaultClockSkewMargin); j.State == lease.Held {
 		pods := &corev1.PodList{}
 		if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: namespace + "/" + l.key()}); err != nil {
-			return 0, err
+			return nil, 0, err
 		}
 		if !slices.ContainsFunc(pods.Items, func(pod corev1.Pod) bool { return lease.Identity(pod.Name, string(pod.UID)) == j.Holder }) {
-			return j.ExpiresAt.Sub(now) + time.Second, nil
+			return nil, j.ExpiresAt.Sub(now) + time.Second, nil
 		}
 	}
 	marked := []byte(`{"metadata":{"labels":{"` + contract.Managed + `":"true"}}}`)
-	return 0, p.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marked))
+	return nil, 0, p.Client.Patch(ctx, obj, client.RawPatch(types.MergePatchType, marked))
 }
 
 // own creates want unless an object of its name exists. When one does, current is that object as

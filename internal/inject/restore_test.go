@@ -2,6 +2,7 @@ package inject
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
@@ -44,25 +46,54 @@ func TestRestoreMarker(t *testing.T) {
 			},
 		}
 	}
+	// leasegate's Role of the lease: it provisioned the lease, which has since lost its label.
+	ours := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: rbacPrefix + "orders", Labels: map[string]string{contract.Managed: "true"}}}
+	entry := fieldsOwning(fieldOwner, contract.Managed)
+	entry.APIVersion = rbacv1.SchemeGroupVersion.String()
+	ours.ManagedFields = []metav1.ManagedFieldsEntry{entry}
+	users := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: rbacPrefix + "orders"}}
+	adopting := config.Defaults()
+	adopting.AdoptLeases = []string{"shop/orders"}
 	tests := []struct {
 		name        string
+		role        *rbacv1.Role // the Role of the lease's name, if any
+		adopt       bool
 		lease       *coordinationv1.Lease
 		wantMarked  bool
+		wantForeign bool
 		wantRecheck time.Duration
 	}{
-		{"released: marked again", unlabelled("", 0), true, 0},
-		{"held by one of its pods: marked again", unlabelled("orders-a_uid-a", time.Second), true, 0},
-		{"expired, held by a pod that left: marked again", unlabelled("orders-gone_uid-gone", time.Minute), true, 0},
+		{"leasegate's, released: marked again", ours, false, unlabelled("", 0), true, false, 0},
+		{"leasegate's, held by one of its pods: marked again", ours, false, unlabelled("orders-a_uid-a", time.Second), true, false, 0},
+		{"leasegate's, expired, held by a pod that left: marked again", ours, false, unlabelled("orders-gone_uid-gone", time.Minute), true, false, 0},
 		// 15 s from a renewal 5 s ago, plus the default clock skew margin of 1 s, plus a second.
-		{"held by a pod that left, unexpired: looked at again when its term ends", unlabelled("orders-gone_uid-gone", 5*time.Second), false, 12 * time.Second},
-		{"held by another controller, unexpired: left as it is until then", unlabelled("cert-manager-7c9_0f3e", 0), false, 17 * time.Second},
+		{"leasegate's, held by a pod that left, unexpired: looked at again when its term ends", ours, false, unlabelled("orders-gone_uid-gone", 5*time.Second), false, false, 12 * time.Second},
+		{"adopted, held by another controller, unexpired: left as it is until then", nil, true, unlabelled("cert-manager-7c9_0f3e", 0), false, false, 17 * time.Second},
+		{"adopted, released: marked", nil, true, unlabelled("", 0), true, false, 0},
+		// A pod that reached no injector entry names another controller's lease: no Role of leasegate's
+		// stands for it, so it is foreign, even released and even "held" by that pod.
+		{"another controller's, released: foreign, left unmarked", nil, false, unlabelled("", 0), false, true, 0},
+		{"another controller's, held by the pod naming it: foreign, left unmarked", nil, false, unlabelled("orders-a_uid-a", time.Second), false, true, 0},
+		{"another controller's, a user's Role of leasegate's name: foreign, left unmarked", users, false, unlabelled("", 0), false, true, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p, c := provisionerWith(t, member, tt.lease)
-			recheck, err := p.restoreMarker(context.Background(), "shop", lock{name: "orders"}, now)
+			objects := []client.Object{member, tt.lease}
+			if tt.role != nil {
+				objects = append(objects, tt.role.DeepCopy())
+			}
+			p, c := provisionerWith(t, objects...)
+			cfg := config.Defaults()
+			if tt.adopt {
+				cfg = adopting
+			}
+			p.Config = config.NewStore(cfg)
+			foreign, recheck, err := p.restoreMarker(context.Background(), "shop", lock{name: "orders"}, now)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if (foreign != nil) != tt.wantForeign {
+				t.Errorf("foreign = %v, want %v", foreign, tt.wantForeign)
 			}
 			got := &coordinationv1.Lease{}
 			if err := c.Get(context.Background(), client.ObjectKeyFromObject(tt.lease), got); err != nil {
@@ -114,5 +145,37 @@ func TestProvisionUnbindsWhenTheRoleIsAnothers(t *testing.T) {
 	}
 	if err := c.Get(context.Background(), client.ObjectKeyFromObject(users), &rbacv1.Role{}); err != nil {
 		t.Errorf("the user's Role: %v, want it kept", err)
+	}
+}
+
+// A pod that reached no injector entry (labelled leasegate.io/inject=disabled in an opted-in namespace,
+// with an agent container of its own) names another controller's lease: provisioning gives its service
+// account no rights on it and leaves the lease unmarked, as the injector would have refused the pod.
+func TestProvisionGrantsNothingOnAnotherControllersLease(t *testing.T) {
+	member := agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s")
+	theirs := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
+	p, c := provisionerWith(t, member, theirs)
+	p.Config = config.NewStore(config.Defaults())
+	clash, _, err := p.provision(context.Background(), "shop", lock{name: "orders"}, []string{"orders"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := clash.(*coordinationv1.Lease); !ok {
+		t.Fatalf("clash = %v, want the other controller's Lease", clash)
+	}
+	for _, obj := range []client.Object{&rbacv1.Role{}, &rbacv1.RoleBinding{}} {
+		if err := c.Get(context.Background(), client.ObjectKey{Namespace: "shop", Name: rbacPrefix + "orders"}, obj); !apierrors.IsNotFound(err) {
+			t.Errorf("%T %s: %v, want none", obj, rbacPrefix+"orders", err)
+		}
+	}
+	got := &coordinationv1.Lease{}
+	if err := c.Get(context.Background(), client.ObjectKeyFromObject(theirs), got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[contract.Managed] != "" {
+		t.Errorf("the other controller's lease was marked as leasegate's")
+	}
+	if note := conflictNote(clash, lock{name: "orders"}); !strings.Contains(note, "adoptLeases") || !strings.Contains(note, "Lease shop/orders") {
+		t.Errorf("the Event's note %q names neither the lease nor the fix", note)
 	}
 }

@@ -224,7 +224,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}
 	if err := (&inject.Provisioner{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("leasegate-provisioner"),
-		MultiClusterLeases: caps.MultiClusterLeases,
+		MultiClusterLeases: caps.MultiClusterLeases, Config: store,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
