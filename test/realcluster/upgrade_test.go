@@ -473,15 +473,26 @@ func (l *commitLog) writesByNonHolders() []string {
 	versions := slices.Clone(l.versions)
 	l.mu.Unlock()
 	slices.SortFunc(versions, func(a, b committed) int { return int(a.revision - b.revision) })
-	var holder string
+	var holder, before string
+	var held int64 // the revision of the lease's last version
 	var found []string
-	for _, v := range versions {
+	for i, v := range versions {
 		if v.lease {
-			holder = v.who
+			if v.who != holder {
+				before = holder
+			}
+			holder, held = v.who, v.revision
 			continue
 		}
 		if pod, _, _ := lease.ParseIdentity(holder); pod != v.who {
-			found = append(found, fmt.Sprintf("revision %d written by %s while the lease was held by %q", v.revision, v.who, holder))
+			// The lease's next holder, and the holder before, say which change the write raced: a release
+			// by the writer itself, or a take it missed.
+			next := "none yet"
+			if j := slices.IndexFunc(versions[i+1:], func(c committed) bool { return c.lease && c.who != holder }); j >= 0 {
+				next = fmt.Sprintf("%q at revision %d", versions[i+1+j].who, versions[i+1+j].revision)
+			}
+			found = append(found, fmt.Sprintf("revision %d written by %s while the lease was held by %q (its version at revision %d; the holder before %q; the next %s)",
+				v.revision, v.who, holder, held, before, next))
 		}
 	}
 	return found
