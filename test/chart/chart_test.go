@@ -91,6 +91,8 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"a privileged agent", "config:\n  agent:\n    securityContext: {privileged: true}\n", []string{`at '/config/agent/securityContext/privileged': value must be false`}},
 		{"an agent with a capability added", "config:\n  agent:\n    securityContext: {capabilities: {add: [NET_ADMIN]}}\n", []string{`at '/config/agent/securityContext/capabilities/add'`}},
 		{"an agent as root", "config:\n  agent:\n    securityContext: {runAsUser: 0}\n", []string{`at '/config/agent/securityContext/runAsUser': minimum: got 0, want 1`}},
+		{"an agent context that only unsets the user (it has no default in values.yaml to keep the rest of)", "config:\n  agent:\n    securityContext: {runAsUser: null, runAsGroup: null}\n",
+			[]string{`at '/config/agent/securityContext': missing properties 'runAsNonRoot', 'allowPrivilegeEscalation', 'capabilities', 'seccompProfile'`}},
 		{"an unconfined agent", "config:\n  agent:\n    securityContext: {seccompProfile: {type: Unconfined}}\n", []string{`at '/config/agent/securityContext/seccompProfile/type'`}},
 		{"a digest that is not one", "image:\n  agent: {digest: \"sha256:abc\"}\n", []string{`at '/image/agent/digest'`}},
 		{"an extra argument that is not a flag", "extraArgs: [zap-log-level=debug]\n", []string{`at '/extraArgs/0'`}},

@@ -143,7 +143,8 @@ func TestPlatformValues(t *testing.T) {
 	}, {
 		name: "OpenShift restricted-v2: no fixed user for the webhook, the helm test pod and the injected agent",
 		values: "securityContext: {runAsUser: null, runAsGroup: null}\n" +
-			"config:\n  agent:\n    securityContext: {runAsUser: null, runAsGroup: null}\n",
+			"config:\n  agent:\n    securityContext: {runAsNonRoot: true, readOnlyRootFilesystem: true, allowPrivilegeEscalation: false, " +
+			"capabilities: {drop: [ALL]}, seccompProfile: {type: RuntimeDefault}}\n",
 		check: func(t *testing.T, r rendering) {
 			for what, got := range map[string]*corev1.SecurityContext{
 				"webhook container": r.webhook().SecurityContext, "helm test container": r.testPod.Spec.Containers[0].SecurityContext,

@@ -8,6 +8,13 @@ import (
 	"strings"
 )
 
+// PreviousCommit is release N−1 of the version skew leasegate supports (docs/upgrading.md): the commit
+// whose webhook and agents this tree must work beside while helm upgrade and helm rollback run. It is
+// main's last commit before stop 36, pinned by hash because every clone of main has it and it does not move
+// as main does. The real-cluster upgrade specs install it; the chart's skew test loads this tree's default
+// leasegate-config with its config loader. Move it forward when a release is cut.
+const PreviousCommit = "68cc3b973f53e6f5ad430737ea4d08be47770c4c"
+
 // ExportCommit writes the tree of commit, from this repository's history, into dir/<short commit> and
 // returns that directory: the source of an earlier release to build and install, without touching the
 // repository's work trees.
