@@ -283,6 +283,7 @@ func measure(ctx context.Context, bench *framework.WebhookBench, cfg config, n i
 		return r, nil, err
 	}
 	scenario := func(name string, do event) error {
+		failed.take() // what the steady window and the crashes met is not this scenario's
 		before, err := transitions(ctx, api, n, client)
 		if err != nil {
 			return err
@@ -305,7 +306,8 @@ func measure(ctx context.Context, bench *framework.WebhookBench, cfg config, n i
 		if o.led == 0 {
 			return fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s\n%s", name, o.unledAtEnd, cfg.timeout, failed, bench.ControlPlane.RestartLog())
 		}
-		fmt.Fprintf(os.Stderr, "  %s: every lease led after %s\n", name, o.led.Round(100*time.Millisecond))
+		fmt.Fprintf(os.Stderr, "  %s: every lease led after %s (API server answering after %s); the electors' failures: %s\n",
+			name, o.led.Round(100*time.Millisecond), o.answering.Round(100*time.Millisecond), failed.take())
 		return nil
 	}
 
