@@ -322,7 +322,14 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 			return wait
 		}
 	}
-	if !fresh || e.readFirst {
+	ownCopy := e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity
+	if !fresh && !e.readFirst && ownCopy {
+		// The lease named this elector when it last saw it (it stepped down at its renew deadline while
+		// the API server restarted): that copy is the base, as a renewal's is, with no read first. The
+		// compare-and-swap fails if anyone wrote the lease since, and the next attempt reads it. One
+		// request, not two, for each lease to have a leader again once the server answers.
+		base = e.known
+	} else if !fresh || e.readFirst {
 		e.readFirst = false
 		var err error
 		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)

@@ -87,3 +87,32 @@ func TestElectorThatSteppedDownRetriesItsOwnLeaseEveryRetryPeriodWhileShed(t *te
 		t.Errorf("lease %+v: want a-0_ua's own term, 0 transitions", l.Spec)
 	}
 }
+
+// TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt: a leader that stepped down at its renew
+// deadline while its watch is down takes its lease back on the copy it last wrote, as it would renew it,
+// without reading it first: one request per lease once the server answers.
+func TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	cutWatches(store)
+	store.mu.Lock()
+	store.failWrites = statusErr(403, "Forbidden") // a restarted API server before its authorizer has synced
+	store.mu.Unlock()
+	for !clock.Now().After(start.Add(testTiming.RenewDeadline)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+	}
+	eventually(t, "it steps down at its renew deadline", func() bool { return !e.Status().IsLeader })
+	store.mu.Lock()
+	store.failWrites = nil
+	store.mu.Unlock()
+	clock.Step(testTiming.RetryPeriod)
+	eventually(t, "it leads again", func() bool { return e.Status().IsLeader })
+	if gets, _ := store.counts(); gets != 0 {
+		t.Errorf("%d reads before taking its own lease back: want none", gets)
+	}
+	if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 0 {
+		t.Errorf("lease %+v: want a-0_ua's own term, 0 transitions", l.Spec)
+	}
+}
