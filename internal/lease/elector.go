@@ -92,7 +92,11 @@ type Elector struct {
 
 	// Loop-owned election state. current is the latest version of the lease this elector read or wrote:
 	// the base of its next compare-and-swap.
-	current   *Lease
+	current *Lease
+	// known is the latest copy of the lease the loop has seen, from its watch, a read or its own write
+	// (nil: none, or the lease was deleted): while the watch is down, it says when the lease could next
+	// change hands, and whether the lease still names this elector.
+	known     *Lease
 	leading   bool
 	lastRenew time.Time
 	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
@@ -235,6 +239,7 @@ func (e *Elector) actNow(ctx context.Context) time.Duration {
 // alone (wait 0, now false).
 func (e *Elector) react() (wait time.Duration, now bool) {
 	observed := e.observed.Load()
+	e.known = observed
 	if observed == nil {
 		// The lease was deleted: a follower may create it.
 		return 0, !e.leading
@@ -305,16 +310,37 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
 	}
-	if !fresh || e.readFirst {
+	if !fresh && !e.readFirst && e.known != nil {
+		// The watch is down, as every watch is while an API server restarts: the last copy seen says when
+		// the lease can next change hands, and no read is sent before then. A client-go follower reads its
+		// lease every retry period; thousands doing so at once are the first load a restarted API server
+		// meets, beside the leaders' renewals it must serve to keep every lease led. The cost: a lease
+		// released while the watch is down is taken when the copy's term would have ended (within the
+		// takeover budget), not at once.
+		now := e.clock.Now()
+		if wait, ok := e.mayTake(e.known, Judge(&e.known.Spec, now, e.cfg.ClockSkewMargin), now); !ok {
+			return wait
+		}
+	}
+	ownCopy := e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity
+	if !fresh && !e.readFirst && ownCopy {
+		// The lease named this elector when it last saw it (it stepped down at its renew deadline while
+		// the API server restarted): that copy is the base, as a renewal's is, with no read first. The
+		// compare-and-swap fails if anyone wrote the lease since, and the next attempt reads it. One
+		// request, not two, for each lease to have a leader again once the server answers.
+		base = e.known
+	} else if !fresh || e.readFirst {
 		e.readFirst = false
 		var err error
 		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
+			e.known = nil
 			return e.create(reqCtx)
 		}
 		if err != nil {
 			return e.failedAttempt(err, "read")
 		}
+		e.known = base
 		e.shed = 0
 	}
 
@@ -390,7 +416,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		// edit, say), renew on the fresh version at once; otherwise we have lost it.
 		current, getErr := e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if getErr == nil {
-			e.current = current
+			e.current, e.known = current, current
 			if holder := current.Spec.HolderIdentity; holder != e.cfg.Identity {
 				e.stepDown(fmt.Sprintf("the lease was taken by %q", holder))
 				e.publish(current, false)
@@ -499,7 +525,7 @@ func (e *Elector) becomeLeader(renewed time.Time, lease *Lease) {
 
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, lease *Lease) {
-	e.current, e.lastRenew = lease, renewTime
+	e.current, e.known, e.lastRenew = lease, lease, renewTime
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
 
@@ -644,7 +670,7 @@ func (e *Elector) publish(lease *Lease, leading bool) {
 
 // failedAttempt handles a follower's failed read, take or create, and says when to try again: after
 // the retry period, or, while the API server sheds this follower's requests, after a backoff that
-// doubles with each attempt shed in a row (followerBackoff).
+// doubles with each attempt shed in a row (followerBackoff), unless the lease still names this elector.
 func (e *Elector) failedAttempt(err error, what string) time.Duration {
 	e.logAttempt(err, what)
 	retryAfter, shed := kubeclient.RetryAfterOf(err)
@@ -653,7 +679,15 @@ func (e *Elector) failedAttempt(err error, what string) time.Duration {
 		return e.cfg.Timing.RetryPeriod
 	}
 	e.shed++
-	wait := followerBackoff(e.cfg.Timing, e.shed, retryAfter, rand.N[time.Duration])
+	inARow := e.shed
+	if e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity {
+		// It stepped down at its renew deadline (an API server restart outlasted it) and the lease still
+		// names it: nobody else may take the lease before that term ends, so its attempts are the
+		// lease's only way back to a leader until then. They are a renewal's load, one per lease per
+		// retry period, which the followers' backoff leaves room for: they do not double.
+		inARow = 1
+	}
+	wait := followerBackoff(e.cfg.Timing, inARow, retryAfter, rand.N[time.Duration])
 	e.holdUntil = e.clock.Now().Add(wait)
 	return wait
 }

@@ -33,8 +33,12 @@ func (f *failures) add(err error, msg string) {
 	}
 	kind := cause.Error()
 	var status *kubeclient.StatusError
-	if errors.As(err, &status) {
+	var throttled *kubeclient.ThrottledError
+	switch {
+	case errors.As(err, &status):
 		kind = fmt.Sprintf("%d %s", status.Status.Code, status.Status.Reason)
+	case errors.As(err, &throttled):
+		kind = "not sent: within an earlier " + throttled.Kind.String() + "'s Retry-After" // not by how long
 	}
 	if len(kind) > 80 {
 		kind = kind[:80] + "..."
@@ -45,6 +49,16 @@ func (f *failures) add(err error, msg string) {
 		f.counts = map[string]int{}
 	}
 	f.counts[msg+": "+kind]++
+}
+
+// take lists the counts, most frequent first, and starts counting again: each scenario's progress lines
+// say what its electors met since it began.
+func (f *failures) take() string {
+	s := f.String()
+	f.mu.Lock()
+	f.counts = nil
+	f.mu.Unlock()
+	return s
 }
 
 // String lists the counts, most frequent first.

@@ -25,6 +25,9 @@ func (o outcome) markdown(all []outcome) string {
 	}
 	if o.led != 0 {
 		led = o.led.Round(100 * time.Millisecond).String()
+		if o.scenario != scenarioCold {
+			led += fmt.Sprintf(" (%s after answering)", o.recovered().Round(100*time.Millisecond))
+		}
 	} else {
 		led = fmt.Sprintf("%d unled after the timeout", o.unledAtEnd)
 	}
@@ -43,6 +46,12 @@ func (o outcome) markdown(all []outcome) string {
 		o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
 		o.throttling.peak, o.throttling.total, share, settled, o.budget(), o.writesPerSecond, o.leadersChanged, o.twoClaims,
 		mib(o.apiServerRSS), o.verdict(all))
+}
+
+// recovered is how long after the API server answered again every lease was led (for a cold start, the
+// same as led).
+func (o outcome) recovered() time.Duration {
+	return max(o.led-o.answering, 0)
 }
 
 // verdict says whether an agent's outcome meets issue 29's goals, and which it misses: every lease led
@@ -67,9 +76,16 @@ func (o outcome) verdict(all []outcome) string {
 		return "reference: " + strings.Join(missed, ", ")
 	}
 	for _, other := range all {
-		if other.client == clientClientGo && other.leases == o.leases && other.scenario == o.scenario && o.scenario != scenarioEtcdRestart &&
-			other.led != 0 && o.led > other.led {
+		if other.client != clientClientGo || other.leases != o.leases || other.scenario != o.scenario || o.scenario == scenarioEtcdRestart || other.led == 0 || o.led == 0 {
+			continue
+		}
+		if o.led > other.led+sampleEvery {
 			missed = append(missed, fmt.Sprintf("led %s after client-go", (o.led-other.led).Round(100*time.Millisecond)))
+		}
+		// How long the API server took to answer again is its own, and differs from one restart to the
+		// next by more than the electors' part: the electors are also held to client-go's time from there.
+		if o.scenario != scenarioCold && o.recovered() > other.recovered()+sampleEvery {
+			missed = append(missed, fmt.Sprintf("led %s after client-go once the API server answered", (o.recovered()-other.recovered()).Round(100*time.Millisecond)))
 		}
 	}
 	if len(missed) == 0 {

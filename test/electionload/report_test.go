@@ -127,6 +127,12 @@ func TestVerdict(t *testing.T) {
 	}
 	clientGoCold := good(clientClientGo, scenarioCold, 10*time.Second)
 	clientGoRestart := good(clientClientGo, scenarioAPIServerRestart, 20*time.Second)
+	clientGoRestart.answering = 15 * time.Second
+	restart := func(answering, led time.Duration) outcome {
+		o := good(clientAgent, scenarioAPIServerRestart, led)
+		o.answering = answering
+		return o
+	}
 	all := []outcome{clientGoCold, clientGoRestart}
 	for _, tc := range []struct {
 		name string
@@ -136,6 +142,10 @@ func TestVerdict(t *testing.T) {
 		{"led before client-go", good(clientAgent, scenarioCold, 9*time.Second), "met"},
 		{"led at the same time as client-go", good(clientAgent, scenarioCold, 10*time.Second), "met"},
 		{"led after client-go", good(clientAgent, scenarioCold, 12*time.Second), "missed: led 2s after client-go"},
+		{"led later than client-go by less than the harness can tell", good(clientAgent, scenarioCold, 10*time.Second+sampleEvery), "met"},
+		{"recovered no later than client-go from the kill and from the answer", restart(15*time.Second, 20*time.Second), "met"},
+		{"led before client-go only because the API server answered sooner", restart(5*time.Second, 15*time.Second), "missed: led 5s after client-go once the API server answered"},
+		{"led after client-go only because the API server answered later", restart(25*time.Second, 26*time.Second), "missed: led 6s after client-go"},
 		{"etcd restarts are not raced against client-go", good(clientAgent, scenarioEtcdRestart, time.Minute), "met"},
 		{"another row size is not compared", outcome{leases: 5000, client: clientAgent, scenario: scenarioCold, timing: timing, led: time.Minute}, "met"},
 		{"unled leases", outcome{leases: 1000, client: clientAgent, scenario: scenarioAPIServerRestart, timing: timing, unledAtEnd: 3}, "missed: leases left unled"},

@@ -62,6 +62,10 @@ type throttling struct {
 	overAtEnd bool
 }
 
+// sampleEvery is how often a scenario counts the leases led: "every lease led after" is known to within
+// it, and two clients led within it of each other led at the same time as far as the harness can tell.
+const sampleEvery = 250 * time.Millisecond
+
 // throttledShare is the share of requests a second may answer 429 and still count as settled.
 const throttledShare = 0.01
 
@@ -258,7 +262,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 			fmt.Fprintf(os.Stderr, "  %s after %s: %d leases without a leader, %d ever with two; %d electors never read their lease; failures: %s\n",
 				o.scenario, time.Since(start).Round(time.Second), unled, len(twice), unsynced(pop.all()), failed)
 		}
-		time.Sleep(250 * time.Millisecond)
+		time.Sleep(sampleEvery)
 	}
 	samples, rss := m.stop()
 	if answering.IsZero() {
