@@ -253,13 +253,16 @@ func upgradeSpecs() {
 		awaitFenced(ctx, node, stock)
 		rounds, overlaps := claims.Stop()
 		Expect(overlaps).To(BeEmpty(), "two agents led at once")
-		Expect(log.writesByNonHolders()).To(BeEmpty(), "guarded writes committed while their writer did not hold the lease")
+		breaches, window := log.writesByNonHolders()
+		Expect(breaches).To(BeEmpty(), "guarded writes committed while their writer did not hold the lease")
+		figures.Value("mixed agents: guarded writes admitted while their writer held the lease and committed after its own release (the documented window)", fmt.Sprint(window))
 		AddReportEntry("mixed agents", fmt.Sprintf("%d samples of every agent, never two leaders; holders %v", rounds, history.Holders()))
 	})
 
 	It("helm rollback to the earlier commit under load: no admission fails, no follower writes, the leader keeps its lease, new pods get the earlier agent", func() {
 		Expect(log).NotTo(BeNil(), "needs the upgrade spec before it")
-		Expect(log.writesByNonHolders()).To(BeEmpty(), "guarded writes committed while their writer did not hold the lease")
+		breaches, _ := log.writesByNonHolders()
+		Expect(breaches).To(BeEmpty(), "guarded writes committed while their writer did not hold the lease")
 		w := startWindow(ctx, node, "rollback")
 		out, err := tools.RunHelm("rollback", "leasegate", "1", "--kubeconfig", kubeconfig(), "--namespace", leasegateNamespace)
 		Expect(err).NotTo(HaveOccurred(), string(out))
@@ -273,7 +276,9 @@ func upgradeSpecs() {
 		w.stopAndCheck(ctx, node, earlierTag, true)
 		awaitFenced(ctx, node, stock)
 		figures.Value("helm rollback to "+earlierCommit[:7]+" under load: both replicas earlier after", rolledBack.Round(time.Second).String())
-		figures.Value("helm rollback: guarded writes committed while their writer did not hold the lease", fmt.Sprint(len(log.writesByNonHolders())))
+		breaches, window := log.writesByNonHolders()
+		figures.Value("helm rollback: guarded writes committed while their writer did not hold the lease", fmt.Sprint(len(breaches)))
+		figures.Value("helm rollback: guarded writes committed just after their writer's own release (the documented window)", fmt.Sprint(window))
 
 		By("upgrading back to this tree with the suite's values, for the specs after")
 		out, err = tools.UpgradeChart(kubeconfig(), leasegateNamespace, filepath.Join(dir, "values.yaml"))
@@ -467,15 +472,18 @@ func (l *commitLog) add(object any) {
 }
 
 // writesByNonHolders names each version of the ConfigMap whose writer's pod did not hold the lease in
-// the lease's version committed just before it.
-func (l *commitLog) writesByNonHolders() []string {
+// the lease's version committed just before it. One kind is not a breach but the window the fence
+// documents (docs/limitations.md): a write the pod sent while it held the lease, admitted then, and
+// committed after its own release, which its agent sent once the app had exited (a native sidecar stops
+// last) while the write was still between admission and etcd. Those are counted in window: a write
+// committed while the lease stood released, by the pod that released it.
+func (l *commitLog) writesByNonHolders() (found []string, window int) {
 	l.mu.Lock()
 	versions := slices.Clone(l.versions)
 	l.mu.Unlock()
 	slices.SortFunc(versions, func(a, b committed) int { return int(a.revision - b.revision) })
 	var holder, before string
 	var held int64 // the revision of the lease's last version
-	var found []string
 	for i, v := range versions {
 		if v.lease {
 			if v.who != holder {
@@ -484,18 +492,23 @@ func (l *commitLog) writesByNonHolders() []string {
 			holder, held = v.who, v.revision
 			continue
 		}
-		if pod, _, _ := lease.ParseIdentity(holder); pod != v.who {
-			// The lease's next holder, and the holder before, say which change the write raced: a release
-			// by the writer itself, or a take it missed.
-			next := "none yet"
-			if j := slices.IndexFunc(versions[i+1:], func(c committed) bool { return c.lease && c.who != holder }); j >= 0 {
-				next = fmt.Sprintf("%q at revision %d", versions[i+1+j].who, versions[i+1+j].revision)
-			}
-			found = append(found, fmt.Sprintf("revision %d written by %s while the lease was held by %q (its version at revision %d; the holder before %q; the next %s)",
-				v.revision, v.who, holder, held, before, next))
+		if pod, _, _ := lease.ParseIdentity(holder); pod == v.who {
+			continue
 		}
+		if released, _, _ := lease.ParseIdentity(before); holder == "" && released == v.who {
+			window++
+			continue
+		}
+		// The lease's next holder, and the holder before, say which change the write raced: a release
+		// by another pod, or a take it missed.
+		next := "none yet"
+		if j := slices.IndexFunc(versions[i+1:], func(c committed) bool { return c.lease && c.who != holder }); j >= 0 {
+			next = fmt.Sprintf("%q at revision %d", versions[i+1+j].who, versions[i+1+j].revision)
+		}
+		found = append(found, fmt.Sprintf("revision %d written by %s while the lease was held by %q (its version at revision %d; the holder before %q; the next %s)",
+			v.revision, v.who, holder, held, before, next))
 	}
-	return found
+	return found, window
 }
 
 func (l *commitLog) stop() {
