@@ -180,3 +180,28 @@ func TestAReadWaitingForTheProbeEndsWithItsContext(t *testing.T) {
 		t.Errorf("the probe: %v", err)
 	}
 }
+
+// BenchmarkAdmit is what the Retry-After costs every request when the server asked for no wait (one
+// atomic load), and while a wait runs (the lock and a clock read); neither allocates.
+func BenchmarkAdmit(b *testing.B) {
+	ctx := context.Background()
+	b.Run("no hold", func(b *testing.B) {
+		var t throttle
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, wait, err := t.admit(ctx, KindRead); wait > 0 || err != nil {
+				b.Fatal(wait, err)
+			}
+		}
+	})
+	b.Run("held", func(b *testing.B) {
+		var t throttle
+		t.hold(KindRead, time.Now(), time.Hour)
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, wait, _ := t.admit(ctx, KindRead); wait == 0 {
+				b.Fatal("not held")
+			}
+		}
+	})
+}
