@@ -28,9 +28,10 @@ const maxUndecodedBody = 64 << 10
 
 // Client sends JSON requests to one API server. It honours the server's Retry-After: an answer that
 // carries one holds back the next request of its kind (Kind) until it has passed, and such a request
-// fails at once with a *ThrottledError instead of being sent. It retries no refusal itself: whether a
-// shed request is worth sending again, and when, is the caller's to judge (a leader's renewal is, a
-// follower's take can wait longer), and RetryAfterOf tells it the least wait.
+// fails at once with a *ThrottledError instead of being sent; the first one after that goes out alone,
+// and the others of its kind wait for its answer, which may hold them back again. It retries no refusal
+// itself: whether a shed request is worth sending again, and when, is the caller's to judge (a leader's
+// renewal is, a follower's take can wait longer), and RetryAfterOf tells it the least wait.
 type Client struct {
 	host     *url.URL
 	http     *http.Client
@@ -144,38 +145,25 @@ func (c *Client) send(ctx context.Context, req Request, kind Kind, accept string
 			return nil, fmt.Errorf("%s %s: encoding the body: %w", req.Method, req.Path, err)
 		}
 	}
+	target := u.String()
 	for attempt := 0; ; attempt++ {
-		if wait := c.throttle.wait(kind, time.Now()); wait > 0 {
+		probe, wait, err := c.throttle.admit(ctx, kind)
+		if wait > 0 {
 			return nil, &ThrottledError{Kind: kind, Wait: wait}
 		}
-		if err := c.takeToken(ctx, req); err != nil {
-			return nil, err
-		}
-		var body io.Reader
-		if data != nil {
-			body = bytes.NewReader(data)
-		}
-		httpReq, err := http.NewRequestWithContext(ctx, req.Method, u.String(), body)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("%s %s: waiting for the answer to the first %s sent after the API server's Retry-After: %w", req.Method, req.Path, kind, err)
 		}
-		httpReq.Header.Set("Accept", accept)
-		if data != nil {
-			httpReq.Header.Set("Content-Type", "application/json")
+		resp, failure, err := c.roundTrip(ctx, req, target, data, accept, kind)
+		if probe {
+			// After the hold its answer may carry (roundTrip records it), so the requests waiting see it.
+			c.throttle.probed(kind, err == nil)
 		}
-		resp, err := c.http.Do(httpReq)
-		if err == nil {
-			if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
-				return resp, nil
-			}
-			errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
-			resp.Body.Close()
-			failure := statusError(resp.StatusCode, errBody)
-			failure.RetryAfter = retryAfter(resp, failure.Status)
-			if failure.RetryAfter > 0 {
-				c.throttle.hold(kind, time.Now(), failure.RetryAfter)
-			}
+		if failure != nil {
 			return nil, failure
+		}
+		if err == nil {
+			return resp, nil
 		}
 		if ctx.Err() != nil || !retryable(req.Method, err) || attempt == maxRetries {
 			return nil, err
@@ -188,6 +176,40 @@ func (c *Client) send(ctx context.Context, req Request, kind Kind, accept string
 		case <-t.C:
 		}
 	}
+}
+
+// roundTrip sends req once, after the client-side rate limit's token. The server's answer is either
+// resp (2xx) or failure, whose Retry-After it holds; err: no answer (not sent, or the connection failed).
+func (c *Client) roundTrip(ctx context.Context, req Request, target string, data []byte, accept string, kind Kind) (resp *http.Response, failure *StatusError, err error) {
+	if err := c.takeToken(ctx, req); err != nil {
+		return nil, nil, err
+	}
+	var body io.Reader
+	if data != nil {
+		body = bytes.NewReader(data)
+	}
+	httpReq, err := http.NewRequestWithContext(ctx, req.Method, target, body)
+	if err != nil {
+		return nil, nil, err
+	}
+	httpReq.Header.Set("Accept", accept)
+	if data != nil {
+		httpReq.Header.Set("Content-Type", "application/json")
+	}
+	if resp, err = c.http.Do(httpReq); err != nil {
+		return nil, nil, err
+	}
+	if resp.StatusCode >= 200 && resp.StatusCode <= 299 {
+		return resp, nil, nil
+	}
+	errBody, _ := io.ReadAll(io.LimitReader(resp.Body, maxUndecodedBody))
+	resp.Body.Close()
+	failure = statusError(resp.StatusCode, errBody)
+	failure.RetryAfter = retryAfter(resp, failure.Status)
+	if failure.RetryAfter > 0 {
+		c.throttle.hold(kind, time.Now(), failure.RetryAfter)
+	}
+	return nil, failure, nil
 }
 
 // retryAfter is how long the server asked this client to wait: a 429's or a 5xx's Retry-After header of

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -39,27 +40,88 @@ func kindOf(method string) Kind {
 	return KindWrite
 }
 
-// throttle is what the server asked of this client, per kind of request: the earliest instant (Unix
-// nanoseconds) the next one may go out.
+// throttle is what the server asked of this client, per kind of request.
 type throttle struct {
-	notBefore [kinds]atomic.Int64
+	kinds [kinds]gate
+}
+
+// gate holds back one kind of request after a Retry-After. While the server's wait runs, a request fails
+// at once (ThrottledError). When it has run out, the next request goes out alone, as a probe, and the
+// others wait for its answer: every request held back would otherwise go out in the same instant,
+// which is the burst the server's wait was meant to spread (an agent's watch and its read, both told
+// the same wait, went out 1.3 ms apart). The probe's answer decides for them: a new Retry-After holds
+// them back again, anything else lets them go.
+type gate struct {
+	// notBefore is the earliest instant (Unix nanoseconds) a request may go out, and until a probe
+	// after it has been answered it stays set; 0: no hold, every request goes, after one atomic load.
+	notBefore atomic.Int64
+
+	mu sync.Mutex
+	// probing is closed when the probe out now is answered or gives up; nil while none is out.
+	probing chan struct{}
 }
 
 // hold records a Retry-After of wait, asked at now, for kind. A later instant already asked for stays:
 // the server's longest ask wins.
 func (t *throttle) hold(kind Kind, now time.Time, wait time.Duration) {
-	until := now.Add(wait).UnixNano()
+	g := &t.kinds[kind]
+	until := now.UnixNano() + int64(wait)
 	for {
-		current := t.notBefore[kind].Load()
-		if current >= until || t.notBefore[kind].CompareAndSwap(current, until) {
+		current := g.notBefore.Load()
+		if current >= until || g.notBefore.CompareAndSwap(current, until) {
 			return
 		}
 	}
 }
 
-// wait is how long a request of kind must still wait at now, 0 when it may go out.
-func (t *throttle) wait(kind Kind, now time.Time) time.Duration {
-	return max(time.Duration(t.notBefore[kind].Load()-now.UnixNano()), 0)
+// admit decides whether a request of kind may go out now. While the server's wait runs, it returns
+// what is left of it (the request is not sent). When the wait has run out, it makes the first caller
+// the probe (probe true: it calls probed once the server has answered, or the request has given up) and
+// holds every other one until the probe is answered; err: ctx ended first.
+func (t *throttle) admit(ctx context.Context, kind Kind) (probe bool, wait time.Duration, err error) {
+	g := &t.kinds[kind]
+	for {
+		if g.notBefore.Load() == 0 {
+			return false, 0, nil
+		}
+		g.mu.Lock()
+		notBefore := g.notBefore.Load()
+		if notBefore == 0 {
+			g.mu.Unlock()
+			return false, 0, nil
+		}
+		if wait := time.Duration(notBefore - time.Now().UnixNano()); wait > 0 {
+			g.mu.Unlock()
+			return false, wait, nil
+		}
+		probing := g.probing
+		if probing == nil {
+			g.probing = make(chan struct{})
+			g.mu.Unlock()
+			return true, 0, nil
+		}
+		g.mu.Unlock()
+		select {
+		case <-probing:
+		case <-ctx.Done():
+			return false, 0, ctx.Err()
+		}
+	}
+}
+
+// probed ends the probe of kind. answered: the server answered it (any status; a Retry-After on the
+// answer is already held), so the requests waiting go, unless that answer or another one asked for a
+// later instant. Not answered (the connection failed, the caller gave up), the next request probes.
+func (t *throttle) probed(kind Kind, answered bool) {
+	g := &t.kinds[kind]
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if notBefore := g.notBefore.Load(); answered && notBefore <= time.Now().UnixNano() {
+		// A Retry-After recorded since the load stays: the swap fails.
+		g.notBefore.CompareAndSwap(notBefore, 0)
+	}
+	close(g.probing)
+	g.probing = nil
 }
 
 // ThrottledError is a request this client did not send because the API server asked, in a Retry-After

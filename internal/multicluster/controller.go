@@ -138,6 +138,9 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 		}
 		log.Info("Global term ended", "holder", term.Claim.Holder, "token", term.Token, "candidateLive", live)
 		c.resign(log, term)
+		// The other clusters see the key go only now: their time to claim it counts from here, or a slow
+		// status write and resign (a loaded API server or backend) would eat into it.
+		e.yieldUntil = c.Clock.Now().Add(yieldFor(ttl))
 		return requeueIf(live), nil
 	}
 
@@ -190,8 +193,8 @@ func (c *Controller) campaign(ctx context.Context, log logr.Logger, mcl *v1alpha
 		if err := c.writeStatus(ctx, mcl, statusNone(mcl)); err != nil {
 			return ctrl.Result{}, err
 		}
-		e.yieldUntil = c.Clock.Now().Add(yieldFor(ttl))
 		c.resign(log, held)
+		e.yieldUntil = c.Clock.Now().Add(yieldFor(ttl)) // from when the key went, as above
 		return requeueIf(true), nil
 	}
 	if err == nil && !ok {
