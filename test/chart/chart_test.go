@@ -387,20 +387,7 @@ func TestChartDefaultConfigIsConfigDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var data string
-	for _, doc := range strings.Split(string(rendered), "\n---\n") {
-		var cm struct {
-			Kind     string                `json:"kind"`
-			Metadata struct{ Name string } `json:"metadata"`
-			Data     map[string]string     `json:"data"`
-		}
-		if err := yaml.Unmarshal([]byte(doc), &cm); err == nil && cm.Kind == "ConfigMap" && cm.Metadata.Name == "leasegate-config" {
-			data = cm.Data[config.Key]
-		}
-	}
-	if data == "" {
-		t.Fatal("the chart renders no leasegate-config")
-	}
+	data := renderedConfig(t, rendered)
 	got, err := config.Load([]byte(data))
 	if err != nil {
 		t.Fatalf("the chart's default config does not load: %v\n%s", err, data)
