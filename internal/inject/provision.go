@@ -399,8 +399,11 @@ func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l loc
 		return nil, 0, nil
 	}
 	if adopted := p.Config != nil && p.Config.Current().Adopts(namespace, l.name); !adopted {
+		// leasegate's own Roles carry the managed label, so the label-filtered cache holds them: no API
+		// call. One missing from it is not leasegate's, or made a moment ago: foreign for now, and the
+		// pods' conflict is looked at again (conflictRecheck).
 		role := &rbacv1.Role{}
-		switch err := p.APIReader.Get(ctx, types.NamespacedName{Namespace: namespace, Name: rbacPrefix + l.key()}, role); {
+		switch err := p.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: rbacPrefix + l.key()}, role); {
 		case apierrors.IsNotFound(err):
 			return obj, 0, nil
 		case err != nil:
