@@ -16,66 +16,21 @@ import (
 	"time"
 )
 
-// forwarder passes a plain HTTP/1.1 request to the app on a pooled connection and copies the answer back,
-// all in the handler's goroutine. It is the gate's path for nearly every request (see takes); upgrades,
-// gRPC, other HTTP/2, requests with trailers and bodies larger than maxForwardedBody or of unknown length
-// go through ReverseProxy.
+// forwarder passes a plain HTTP/1.1 request to the app on a pooled connection (connPool) and copies the
+// answer back, all in the handler's goroutine. It is the gate's path for nearly every request (see
+// takes); upgrades, gRPC, other HTTP/2, requests with trailers and bodies larger than maxForwardedBody or
+// of unknown length go through ReverseProxy.
 //
 // Why not ReverseProxy for all: its Transport hands each request to a writing and a reading goroutine and
 // the answer back through channels, and writes a request's headers and its body apart. In a process of
-// its own on shared cores every hand-off can wake a thread, and each wake is time added to the request.
-// gatebench, three runs alternating the two in one binary: 0.20-0.23 ms added at p50 and 0.51-0.55 ms at
-// p99 with the forwarder, 0.26-0.31 and 0.63-1.06 with ReverseProxy, the agent's CPU 181-205 µs a request
-// against 236-258; a bare TCP relay added 0.11-0.13 ms at p50 in the same runs.
+// its own on shared cores every hand-off can wake a thread, and each wake is time added to the request
+// (docs/performance.md has gatebench's comparison of the two).
 type forwarder struct {
-	upstream string
-	dialer   net.Dialer
-
-	// idleTimeout retires a free connection; reapEvery is how often the free ones are checked.
-	idleTimeout, reapEvery time.Duration
-
-	mu sync.Mutex
-	// idle are the connections to the app that are free, the most recently used last: taking that one
-	// gives the app's keep-alive timeout the least chance to have closed it.
-	idle []*upstreamConn
-	// reaper, while connections are free, checks them every reapEvery and closes those the app closed or
-	// that were idle past idleTimeout: taken last in, first out, the oldest would otherwise never be
-	// looked at.
-	reaper *time.Timer
-	// closed: the gate has stopped (closeIdle), so a connection a request frees is closed, not kept.
-	closed bool
+	connPool
 }
-
-// upstreamConn is one connection to the app with its buffers. Its reader reads through Read, which bounds
-// the head of an answer.
-type upstreamConn struct {
-	net.Conn
-	r *bufio.Reader
-	w *bufio.Writer
-	// reused: the connection served a request before; freed: when it was last put back.
-	reused bool
-	freed  time.Time
-	// headRoom is what Read may still take while a head is read; limited says whether it applies; read
-	// counts the bytes of the current exchange.
-	headRoom int64
-	limited  bool
-	read     int64
-	// connection is the Connection header of the answer head being read, taken before net/http parses
-	// the head: it drops the whole header when it says close, and with it the headers it names.
-	connection []string
-}
-
-const (
-	maxIdleUpstreamConns = 64
-	// idleUpstreamTimeout retires a free connection, as http.Transport's IdleConnTimeout.
-	idleUpstreamTimeout = 90 * time.Second
-	// reapEvery: a connection the app closed is let go within a second, where http.Transport, which
-	// keeps a goroutine reading each free connection, notices at once.
-	reapEvery = time.Second
-)
 
 func newForwarder(upstream string) *forwarder {
-	return &forwarder{upstream: upstream, dialer: net.Dialer{Timeout: 5 * time.Second}, idleTimeout: idleUpstreamTimeout, reapEvery: reapEvery}
+	return &forwarder{connPool{upstream: upstream, dialer: net.Dialer{Timeout: 5 * time.Second}, idleTimeout: idleUpstreamTimeout, reapEvery: reapEvery}}
 }
 
 // maxForwardedBody is the largest request body the forwarder takes: it reads such a body whole before it
@@ -96,54 +51,61 @@ func (f *forwarder) takes(r *http.Request) bool {
 // aborts the client's connection, as ReverseProxy does, so the client cannot take a cut answer for a
 // whole one.
 func (f *forwarder) forward(w http.ResponseWriter, r *http.Request, body, buf []byte) {
-	conn, resp, stop, err := f.roundTrip(w, r, body)
+	answer, err := f.roundTrip(w, r, body)
 	if err != nil {
 		badGateway(w, r, err)
 		return
 	}
+	resp := answer.resp
 	header := w.Header()
 	for key, values := range resp.Header {
 		header[key] = values
 	}
-	removeHopByHop(header, conn.connection)
+	removeHopByHop(header, answer.conn.connection)
 	announceTrailers(header, resp.Trailer)
 	w.WriteHeader(resp.StatusCode)
 	err = copyBody(w, resp, buf)
 	for key, values := range resp.Trailer {
 		header[http.TrailerPrefix+key] = values
 	}
-	if !stop() || err != nil || resp.Close {
-		conn.Close()
+	if !answer.stop() || err != nil || resp.Close {
+		answer.conn.Close()
 		if err != nil {
 			panic(http.ErrAbortHandler)
 		}
 		return
 	}
-	f.release(conn)
+	f.release(answer.conn)
+}
+
+// answerHead is the head of the app's final answer to a request and the connection its body follows on.
+type answerHead struct {
+	resp *http.Response
+	conn *upstreamConn
+	// stop, called when the answer is copied, reports whether the client was still there: a client that
+	// goes away ends the exchange, and the answer's streaming after it, by setting a deadline on conn,
+	// which may then hold part of an answer and is closed instead of pooled.
+	stop func() bool
 }
 
 // roundTrip sends r with body and reads the head of the app's answer. A connection taken from the pool
 // that the app closed before answering (its keep-alive timeout raced the request) is replaced once by a
 // fresh one, for requests that may be sent twice, as http.Transport does.
-//
-// A client that goes away ends the exchange, and the answer's streaming after it: stop, which the caller
-// calls when the answer is copied, reports whether that did not happen, so that the connection, with a
-// deadline set and perhaps part of an answer on it, is closed instead of pooled.
-func (f *forwarder) roundTrip(w http.ResponseWriter, r *http.Request, body []byte) (*upstreamConn, *http.Response, func() bool, error) {
+func (f *forwarder) roundTrip(w http.ResponseWriter, r *http.Request, body []byte) (answerHead, error) {
 	for attempt := 0; ; attempt++ {
 		c, err := f.conn(r.Context(), attempt > 0)
 		if err != nil {
-			return nil, nil, nil, err
+			return answerHead{}, err
 		}
 		stop := context.AfterFunc(r.Context(), func() { _ = c.SetDeadline(time.Unix(1, 0)) })
 		resp, err := f.exchange(w, c, r, body)
 		if err == nil {
-			return c, resp, stop, nil
+			return answerHead{resp: resp, conn: c, stop: stop}, nil
 		}
 		stop()
 		c.Close()
 		if !c.reused || attempt > 0 || !c.nothingRead(err) || !replayable(r) {
-			return nil, nil, nil, err
+			return answerHead{}, err
 		}
 	}
 }
@@ -294,86 +256,6 @@ func copyBody(w http.ResponseWriter, resp *http.Response, buf []byte) error {
 
 // writerOnly hides the ResponseWriter's ReadFrom, which would copy through a buffer of its own.
 type writerOnly struct{ io.Writer }
-
-// conn returns the most recently freed connection to the app that is still open, or, with fresh or
-// none free, a new one.
-func (f *forwarder) conn(ctx context.Context, fresh bool) (*upstreamConn, error) {
-	for !fresh {
-		f.mu.Lock()
-		n := len(f.idle)
-		if n == 0 {
-			f.mu.Unlock()
-			break
-		}
-		c := f.idle[n-1]
-		f.idle = f.idle[:n-1]
-		f.mu.Unlock()
-		if time.Since(c.freed) < f.idleTimeout && c.open() {
-			c.read = 0
-			return c, nil
-		}
-		c.Close()
-	}
-	conn, err := f.dialer.DialContext(ctx, "tcp", f.upstream)
-	if err != nil {
-		return nil, err
-	}
-	c := &upstreamConn{Conn: conn, w: bufio.NewWriter(conn)}
-	c.r = bufio.NewReader(c)
-	return c, nil
-}
-
-// release returns c to the free connections, or closes it when there are enough.
-func (f *forwarder) release(c *upstreamConn) {
-	c.reused, c.freed = true, time.Now()
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed || len(f.idle) >= maxIdleUpstreamConns {
-		c.Close()
-		return
-	}
-	f.idle = append(f.idle, c)
-	if f.reaper == nil {
-		f.reaper = time.AfterFunc(f.reapEvery, f.reap)
-	}
-}
-
-// reap closes the free connections the app closed or that were idle past the idle timeout, and checks
-// again later while any are left.
-func (f *forwarder) reap() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	kept := f.idle[:0]
-	for _, c := range f.idle {
-		if time.Since(c.freed) < f.idleTimeout && c.open() {
-			kept = append(kept, c)
-		} else {
-			c.Close()
-		}
-	}
-	clear(f.idle[len(kept):])
-	f.idle = kept
-	if len(f.idle) > 0 && !f.closed {
-		f.reaper.Reset(f.reapEvery)
-	} else {
-		f.reaper = nil
-	}
-}
-
-// closeIdle closes the free connections, and from now on each one a request frees.
-func (f *forwarder) closeIdle() {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.closed = true
-	if f.reaper != nil {
-		f.reaper.Stop()
-		f.reaper = nil
-	}
-	for _, c := range f.idle {
-		c.Close()
-	}
-	f.idle = nil
-}
 
 var errHeadTooLarge = errors.New("head too large")
 

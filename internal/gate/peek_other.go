@@ -1,10 +1,10 @@
-//go:build !unix
+//go:build !unix || aix
 
 package gate
 
-// open reports whether c may carry the next request. Only a free connection's buffered bytes tell here:
-// the agent runs on Linux (peek_unix.go peeks at the socket), and this file lets packages that import the
-// gate, as the kubectl plugin does through inject, build for Windows.
-func (c *upstreamConn) open() bool {
-	return c.r.Buffered() == 0
-}
+import "net"
+
+// quiet cannot peek at a socket on this platform (Windows, or AIX, whose syscall package has no
+// MSG_DONTWAIT), so it counts conn as quiet. The agent runs on Linux (peek_unix.go); this lets packages
+// that import the gate, as the kubectl plugin does through inject, build everywhere else.
+func quiet(net.Conn) bool { return true }

@@ -1,30 +1,33 @@
-//go:build unix
+//go:build unix && !aix
 
 package gate
 
 import (
 	"errors"
+	"net"
 	"syscall"
 )
 
-// open reports whether the app has not closed c while it was free (an app's keep-alive timeout, a
-// restart): one non-blocking peek, so a request is never written to a connection that is gone.
-func (c *upstreamConn) open() bool {
-	if c.r.Buffered() > 0 {
-		return false // the app said something unasked: the connection is out of step
+// quiet reports whether the app has neither sent anything on conn nor closed it: one non-blocking
+// MSG_PEEK of its socket, which finds nothing to read. A conn without a socket cannot be peeked at and
+// counts as quiet.
+func quiet(conn net.Conn) bool {
+	sc, ok := conn.(syscall.Conn)
+	if !ok {
+		return true
 	}
-	raw, err := c.Conn.(syscall.Conn).SyscallConn()
+	raw, err := sc.SyscallConn()
 	if err != nil {
 		return false
 	}
-	open := false
+	quiet := false
 	var peek [1]byte
 	if err := raw.Read(func(fd uintptr) bool {
 		n, _, err := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		open = n < 0 && errors.Is(err, syscall.EAGAIN)
+		quiet = n < 0 && errors.Is(err, syscall.EAGAIN)
 		return true
 	}); err != nil {
 		return false
 	}
-	return open
+	return quiet
 }
