@@ -32,6 +32,7 @@ export KUBEBUILDER_ASSETS := $(CONTROLPLANE_DIR)
 endif
 
 STATICCHECK := $(BIN)/staticcheck-$(STATICCHECK_VERSION)
+CONTROLLER_GEN := $(BIN)/controller-gen-$(CONTROLLER_GEN_VERSION)
 TOOLS_DIR := $(BIN)/tools
 HELM := $(TOOLS_DIR)/helm-$(HELM_VERSION)
 # A release: VERSION=0.2.0 (or v0.2.0) tags images and binaries v0.2.0 and packages chart 0.2.0.
@@ -193,16 +194,33 @@ fuzz: ## Fuzz every parser of outside input (admission bodies, config, annotatio
 demo: $(CONTROLPLANE_DEP) ## The webhook injects agents into a labelled namespace's pods; they elect a leader and fail over.
 	$(GO) run ./test/demo $(ARGS)
 
+# The API packages whose deepcopy functions controller-gen writes (zz_generated.deepcopy.go in each).
+API_PACKAGES := pkg/multicluster/v1alpha1
+
+.PHONY: generate
+generate: $(CONTROLLER_GEN) ## Write the API's deepcopy functions (zz_generated.deepcopy.go) with controller-gen.
+	$(CONTROLLER_GEN) object $(foreach pkg,$(API_PACKAGES),paths=./$(pkg))
+
 .PHONY: lint
-lint: $(STATICCHECK) ## gofmt, go vet and staticcheck.
+lint: $(STATICCHECK) $(CONTROLLER_GEN) ## gofmt, go vet, staticcheck, and the generated deepcopy functions against what controller-gen writes.
 	@unformatted=$$(gofmt -l $$(git ls-files '*.go')); \
 	  if [[ -n $$unformatted ]]; then echo "gofmt would change: $$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(STATICCHECK) ./...
+	@generated=$$(mktemp -d) && trap 'rm -rf "$$generated"' EXIT && \
+	  for pkg in $(API_PACKAGES); do \
+	    $(CONTROLLER_GEN) object paths=./$$pkg output:object:dir="$$generated/$$pkg" && \
+	    diff -u $$pkg/zz_generated.deepcopy.go "$$generated/$$pkg/zz_generated.deepcopy.go" || \
+	      { echo "$$pkg/zz_generated.deepcopy.go differs from what controller-gen writes: run make generate"; exit 1; }; \
+	  done
 
 $(STATICCHECK):
 	GOBIN=$(BIN)/.staticcheck $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION)
 	mv $(BIN)/.staticcheck/staticcheck $@
+
+$(CONTROLLER_GEN):
+	GOBIN=$(BIN)/.controller-gen $(GO) install sigs.k8s.io/controller-tools/cmd/controller-gen@$(CONTROLLER_GEN_VERSION)
+	mv $(BIN)/.controller-gen/controller-gen $@
 
 .PHONY: clean
 clean: ## Remove bin/, except the cached control plane.

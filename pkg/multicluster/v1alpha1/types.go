@@ -6,8 +6,11 @@
 // The status is written only by the election controller, through the /status subresource: who leads
 // globally, the fencing token of that term, and until when the local leader may act.
 //
-// The package depends on apimachinery only, so the agent and the fence can read the API without linking
-// client-go's typed clientset.
+// The package depends on apimachinery, not client-go: a program that reads the API, as the fence does, or
+// registers it in a scheme gets the types without a client.
+//
+// +kubebuilder:object:generate=true
+// +groupName=leasegate.io
 package v1alpha1
 
 import (
@@ -89,6 +92,8 @@ type MultiClusterLeaseStatus struct {
 }
 
 // MultiClusterLeaseList is a list of MultiClusterLeases.
+//
+// +kubebuilder:object:root=true
 type MultiClusterLeaseList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`

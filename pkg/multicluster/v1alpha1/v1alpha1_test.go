@@ -70,7 +70,7 @@ func TestTimingMargins(t *testing.T) {
 }
 
 // TestDeepCopy fills every field and checks the copy is equal and shares no memory with the original, so
-// a field added to types.go without its deep copy fails here.
+// a field added to types.go without its deep copy (make generate) fails here.
 func TestDeepCopy(t *testing.T) {
 	in := &MultiClusterLease{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop", Labels: map[string]string{"a": "b"}},
