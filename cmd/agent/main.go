@@ -22,13 +22,11 @@ import (
 
 // An agent that only elects, unless GOMEMLIMIT or GOGC say otherwise, keeps its heap small: its live
 // heap is about 1 MiB, and the Go runtime's smallest heap goal is 4 MiB x GOGC/100, so with the default
-// GOGC of 100 the heap grows to 4 MiB between collections. With electorGCPercent the goal is 1 MiB: after
-// 40 failovers the largest agent measured 13.7 MiB resident (4.7 MiB private) against 14.7-15.3 MiB
-// (5.7-6.3) with 100, handovers unchanged (12 ms median) and CPU unchanged (60 ms a minute for a leader
-// and two followers). The soft memory limit makes the runtime collect and return memory harder as the
-// process nears it; at 6 MiB handovers slowed from 7 ms to 34 ms (collection on every step). An agent
-// serving the mutation gate gets neither: its heap follows the app's traffic, and collecting more often
-// would add to every request's latency.
+// GOGC of 100 the heap grows to 4 MiB between collections. With electorGCPercent the goal is 1 MiB, which
+// costs handovers and CPU nothing measurable. The soft memory limit makes the runtime collect and return
+// memory harder as the process nears it; set much lower, it would collect on every step of a handover and
+// slow it (docs/performance.md has the measurements). An agent serving the mutation gate gets neither:
+// its heap follows the app's traffic, and collecting more often would add to every request's latency.
 const (
 	electorGCPercent   = 25
 	electorMemoryLimit = 10 << 20

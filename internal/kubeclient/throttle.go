@@ -48,8 +48,7 @@ type throttle struct {
 // gate holds back one kind of request after a Retry-After. While the server's wait runs, a request fails
 // at once (ThrottledError). When it has run out, the next request goes out alone, as a probe, and the
 // others wait for its answer: every request held back would otherwise go out in the same instant,
-// which is the burst the server's wait was meant to spread (an agent's watch and its read, both told
-// the same wait, went out 1.3 ms apart). The probe's answer decides for them: a new Retry-After holds
+// which is the burst the server's wait was meant to spread (docs/api-server.md). The probe's answer decides for them: a new Retry-After holds
 // them back again, anything else lets them go.
 type gate struct {
 	// notBefore is the earliest instant (Unix nanoseconds) a request may go out, and until a probe

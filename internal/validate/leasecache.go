@@ -41,11 +41,10 @@ type LeaseCache struct {
 }
 
 // relistBackoff is how the watch retries after losing the API server. client-go's default doubles from
-// 800 ms to a 30 s cap (with as much jitter again), so after an outage of a few seconds the fence went on
-// judging from the leases as they were before it for up to a minute: measured on the real cluster, a
-// kube-apiserver killed for 6 s left the new leader fenced for 13 s after it had taken over (0.2 s with
-// this backoff). Nobody is admitted on a stale lease meanwhile (it has expired), but nobody is admitted
-// at all. Retrying every second at most costs one failed request a second while the server is away.
+// 800 ms to a 30 s cap (with as much jitter again), so after an outage of a few seconds the fence would go
+// on judging from the leases as they were before it for up to a minute, fencing a leader that took over
+// meanwhile (docs/performance.md, the real cluster's kube-apiserver restart). Nobody is admitted on a
+// stale lease meanwhile (it has expired), but nobody is admitted at all. Retrying every second at most costs one failed request a second while the server is away.
 var relistBackoff = wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: 10, Cap: time.Second}
 
 // notHeartbeats selects every Lease but nodes' heartbeats.

@@ -1,6 +1,6 @@
-// Package framework is the harness shared by leasegate's e2e suite, demo and failover benchmark: a real
-// kube-apiserver and etcd, pods with real pod-bound service account tokens, and agents run as processes
-// of the built binary. It is test code; the product never imports it.
+// Package framework is the harness shared by leasegate's test suites, demo and measurement programs: a
+// real kube-apiserver and etcd, pods with real pod-bound service account tokens, and agents run as
+// processes of the built binary. It is test code; the product's code never imports it.
 package framework
 
 import (
