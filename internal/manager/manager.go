@@ -36,11 +36,11 @@ import (
 	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/fence"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/multicluster"
-	"github.com/leasegate/leasegate/internal/validate"
 	"github.com/leasegate/leasegate/internal/version"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -255,7 +255,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building the client of the guarded-lease cache: %w", err)
 	}
-	leases := validate.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
+	leases := fence.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
 	leases.MultiClusterLeases = mgr.GetCache()
 	if err := mgr.Add(leases); err != nil {
 		return fmt.Errorf("setting up the guarded-lease cache: %w", err)
@@ -264,18 +264,18 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace, Locks: leases,
 		Version: version.Version,
 	})
-	fence := &validate.Fence{
+	fenceWebhooks := &fence.Webhooks{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
-		Events:       validate.NewEventBudget(clock.RealClock{}),
+		Events:       fence.NewEventBudget(clock.RealClock{}),
 		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName, APIs: apis,
 	}
-	fence.Follow(store)
-	serve(ValidateGuardedPath, fence.Guarded())
-	serve(ValidateLeasesPath, fence.LeaseWrites())
-	serve(ValidateConfigPath, fence.ConfigEdits())
-	serve(ValidateEndpointSlicesPath, fence.LeaderEndpoints())
-	serve(ValidateEvictionsPath, fence.Evictions())
-	if err := (&validate.RulesSyncer{
+	fenceWebhooks.Follow(store)
+	serve(ValidateGuardedPath, fenceWebhooks.Guarded())
+	serve(ValidateLeasesPath, fenceWebhooks.LeaseWrites())
+	serve(ValidateConfigPath, fenceWebhooks.ConfigEdits())
+	serve(ValidateEndpointSlicesPath, fenceWebhooks.LeaderEndpoints())
+	serve(ValidateEvictionsPath, fenceWebhooks.Evictions())
+	if err := (&fence.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace, APIs: apis,
 		Version: version.Version,
 	}).SetupWithManager(mgr); err != nil {

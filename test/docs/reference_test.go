@@ -622,11 +622,11 @@ func TestReferenceNamesEveryWebhookEntry(t *testing.T) {
 	compare(t, "webhook configuration entry", "config/webhook/webhooks.yaml, the chart's templates/webhooks.yaml", inCode, documented(t, reference(t), sectionWebhookEntries, 0), strconv.Quote(sectionWebhookEntries))
 }
 
-// TestReferenceNamesEveryDecisionReason: the reason codes of internal/validate (its reasonCodes table)
+// TestReferenceNamesEveryDecisionReason: the reason codes of internal/fence (its reasonCodes table)
 // are the rows of Decision reasons.
 func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 	var inCode []string
-	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "validate")) {
+	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "fence")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "reasonCodes" || len(vs.Values) != 1 {
@@ -634,7 +634,7 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 			}
 			lit, ok := vs.Values[0].(*ast.CompositeLit)
 			if !ok {
-				t.Fatalf("internal/validate's reasonCodes is no composite literal: update this test")
+				t.Fatalf("internal/fence's reasonCodes is no composite literal: update this test")
 			}
 			for _, elt := range lit.Elts {
 				if kv, ok := elt.(*ast.KeyValueExpr); ok {
@@ -648,9 +648,9 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 		})
 	}
 	if len(inCode) == 0 {
-		t.Fatal("found no reasonCodes in internal/validate: update this test")
+		t.Fatal("found no reasonCodes in internal/fence: update this test")
 	}
-	compare(t, "decision reason", "reasonCodes in internal/validate/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
+	compare(t, "decision reason", "reasonCodes in internal/fence/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
 }
 
 // TestReferenceNamesEveryEventReason: the reasons of the Events leasegate-webhook records (every

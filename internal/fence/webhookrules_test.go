@@ -1,4 +1,4 @@
-package validate
+package fence
 
 import (
 	"encoding/json"

@@ -1,7 +1,8 @@
-// Package validate is the fence: a pure decision of whether a write may pass (Policy.Decide for guarded
-// resources, DecideLeaseWrite for the Leases themselves), the admission handlers around it, the cache of
-// guarded Leases, and the upkeep of the ValidatingWebhookConfiguration's rules.
-package validate
+// Package fence is leasegate's validating webhooks: a pure decision of whether a write may pass
+// (Policy.Decide for guarded resources, DecideLeaseWrite for the Leases themselves), the admission
+// handlers around it, the cache of guarded Leases, and the upkeep of the ValidatingWebhookConfiguration's
+// rules.
+package fence
 
 import (
 	"strings"

@@ -1,4 +1,4 @@
-package validate
+package fence
 
 import (
 	"context"
@@ -63,7 +63,7 @@ func TestMessage(t *testing.T) {
 }
 
 func TestGuardedJudgesSubresourcesByTheirResource(t *testing.T) {
-	fence := &Fence{
+	fence := &Webhooks{
 		Leases: leases, Recorder: &events.FakeRecorder{}, OwnNamespace: "leasegate-system",
 		Cluster: fake.NewClientBuilder().WithObjects(&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}).Build(),
 		Events:  NewEventBudget(clocktesting.NewFakePassiveClock(time.Now())),

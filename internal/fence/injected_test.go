@@ -1,4 +1,4 @@
-package validate
+package fence
 
 import (
 	"context"
@@ -90,7 +90,7 @@ func TestLeaseWritesJudgeByWhatTheSpecGives(t *testing.T) {
 	// A pod whose agent elects on another lease, annotated as though it had been given this one.
 	claimed := injectedPod("orders-x", "uid-x", `{"lease":"orders-reconciler","leaseSeconds":{"orders-reconciler":86400}}`,
 		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s")
-	fence := &Fence{
+	fence := &Webhooks{
 		Leases:   leases,
 		Cluster:  fake.NewClientBuilder().WithObjects(earlierPod(t, "orders-e", "uid-e"), rewritten, claimed).Build(),
 		Recorder: &events.FakeRecorder{}, Events: NewEventBudget(clock.RealClock{}), OwnNamespace: "leasegate-system",
@@ -130,7 +130,7 @@ func TestLeaseWritesJudgeByWhatTheSpecGives(t *testing.T) {
 func TestEvictionsJudgeByWhatTheSpecGives(t *testing.T) {
 	leader := injectedPod("orders-a", "uid-a", `{"lease":"orders"}`,
 		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
-	fence := &Fence{
+	fence := &Webhooks{
 		Leases:   leases,
 		Cluster:  fake.NewClientBuilder().WithObjects(leader).Build(),
 		Recorder: &events.FakeRecorder{}, Events: NewEventBudget(clock.RealClock{}), OwnNamespace: "leasegate-system",

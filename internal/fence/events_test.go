@@ -1,4 +1,4 @@
-package validate
+package fence
 
 import (
 	"context"
@@ -158,7 +158,7 @@ func TestForgedReviewsEvents(t *testing.T) {
 				objects = append(objects, ns)
 			}
 			recorder := events.NewFakeRecorder(2000)
-			fence := &Fence{
+			fence := &Webhooks{
 				Cluster: fake.NewClientBuilder().WithObjects(objects...).Build(), Recorder: recorder,
 				Events: NewEventBudget(clocktesting.NewFakePassiveClock(time.Now())),
 			}

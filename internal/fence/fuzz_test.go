@@ -1,4 +1,4 @@
-package validate
+package fence
 
 import (
 	"encoding/json"
@@ -24,13 +24,13 @@ import (
 // fuzzFence is a fence over the test policy and leases, with an injected pod that restarts on loss of
 // lease shop/orders (for evictions) and the leader Service orders-leader following it, recording Events
 // nowhere.
-func fuzzFence(f *testing.F) *Fence {
+func fuzzFence(f *testing.F) *Webhooks {
 	restarting := injectedPod("orders-a", "uid-a", `{"lease":"orders","restartOnLoss":"orders"}`,
 		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
 	companion := &corev1.Service{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "shop", Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders"},
 	}}
-	fence := &Fence{
+	fence := &Webhooks{
 		Leases:       leases,
 		Cluster:      fake.NewClientBuilder().WithObjects(restarting, companion, leases[namespacedName{"shop", "orders"}]).Build(),
 		Recorder:     &events.FakeRecorder{},

@@ -1,4 +1,4 @@
-package validate
+package fence
 
 import (
 	"context"
@@ -34,9 +34,9 @@ const EventReasonDenied = "LeaderGateDenied"
 // maxWarning is the longest warning the API server passes on unchanged.
 const maxWarning = 120
 
-// Fence serves the fence's admission webhooks from a Policy compiled from the configuration in force
+// Webhooks serves the fence's admission webhooks from a Policy compiled from the configuration in force
 // and a cache of the leases.
-type Fence struct {
+type Webhooks struct {
 	// Leases is every lease a decision reads: guarded writes', evictions' and leader Services'.
 	Leases LeaseGetter
 	// Cluster reads injected pods and leader Services from the manager's cache.
@@ -53,7 +53,7 @@ type Fence struct {
 }
 
 // Follow compiles every configuration the store puts in force. Call it once at setup.
-func (f *Fence) Follow(store *config.Store) {
+func (f *Webhooks) Follow(store *config.Store) {
 	store.OnChange(func(cfg *config.Config) { f.policy.Store(Compile(cfg, f.OwnNamespace)) })
 }
 
@@ -62,7 +62,7 @@ func requesterOf(req *admission.Request) *Requester {
 }
 
 // Guarded decides writes to guarded resources (path /validate-guarded).
-func (f *Fence) Guarded() admission.Handler {
+func (f *Webhooks) Guarded() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		v := f.policy.Load().Decide(&Request{
@@ -82,7 +82,7 @@ func (f *Fence) Guarded() admission.Handler {
 // LeaseWrites guards the Leases and MultiClusterLeases leasegate manages (path /validate-leases). The
 // lease duration the requesting pod was given comes from the manager's cache of injected pods: no API
 // call.
-func (f *Fence) LeaseWrites() admission.Handler {
+func (f *Webhooks) LeaseWrites() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		// A MultiClusterLease's metadata and spec have a Lease's fields and JSON names: both decode as
@@ -111,7 +111,7 @@ func (f *Fence) LeaseWrites() admission.Handler {
 // givenSeconds is the lease duration the injection of the requesting pod gave it for the lease
 // namespace/name, read from the pod's spec (inject.Injected), or 0 when the requester is no pod leasegate
 // injected for it.
-func (f *Fence) givenSeconds(ctx context.Context, requester *Requester, namespace, name string, multiCluster bool) int32 {
+func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, namespace, name string, multiCluster bool) int32 {
 	podName, podUID, ok := requester.Pod()
 	if !ok {
 		return 0
@@ -131,7 +131,7 @@ func (f *Fence) givenSeconds(ctx context.Context, requester *Requester, namespac
 // pod, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
 // cache of injected pods, what it restarts on from its spec (inject.Injected), and its lease from the
 // fence's cache: no API call.
-func (f *Fence) Evictions() admission.Handler {
+func (f *Webhooks) Evictions() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		requester := requesterOf(&req)
@@ -169,7 +169,7 @@ func (f *Fence) Evictions() admission.Handler {
 // leasegate keeps, or will keep once its Service exists, on the lease holder (path
 // /validate-endpointslices); leasegate's own writes never reach it. The Services come from the
 // manager's cache and the lease from the fence's: no API call.
-func (f *Fence) LeaderEndpoints() admission.Handler {
+func (f *Webhooks) LeaderEndpoints() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		start := time.Now()
 		services := func(name string) *corev1.Service {
@@ -207,7 +207,7 @@ func (f *Fence) LeaderEndpoints() admission.Handler {
 
 // ConfigEdits refuses an invalid leasegate-config with every error and its field path
 // (path /validate-config).
-func (f *Fence) ConfigEdits() admission.Handler {
+func (f *Webhooks) ConfigEdits() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		if req.Namespace != f.OwnNamespace || req.Name != f.ConfigName {
 			return admission.Allowed("not leasegate's configuration")
@@ -226,7 +226,7 @@ func (f *Fence) ConfigEdits() admission.Handler {
 
 // respond turns a verdict into the admission response, the audit annotations and, for a fenced write,
 // an Event. Dry-run requests get the same answer but leave no Event behind.
-func (f *Fence) respond(ctx context.Context, req *admission.Request, v Verdict) admission.Response {
+func (f *Webhooks) respond(ctx context.Context, req *admission.Request, v Verdict) admission.Response {
 	var resp admission.Response
 	switch v.Outcome {
 	case Allowed:
@@ -328,7 +328,7 @@ func target(req *admission.Request) string {
 // folds repeats of the same Event into one series with a count; it tells Events apart by regarding
 // object, reason, action and related object, not by note, so without the related pod a second follower
 // denied on the same object would only add to the first one's count.
-func (f *Fence) recordEvent(ctx context.Context, req *admission.Request, v Verdict) {
+func (f *Webhooks) recordEvent(ctx context.Context, req *admission.Request, v Verdict) {
 	// The Namespace field is set even for the namespace itself, so the Event lands in that namespace,
 	// where `kubectl get events -n <namespace>` shows it, and not in "default".
 	regarding := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: req.Namespace, Namespace: req.Namespace}
@@ -364,7 +364,7 @@ func (f *Fence) recordEvent(ctx context.Context, req *admission.Request, v Verdi
 // pods holds that pod with that UID, or else one shared by every requester fenced in namespace, and
 // only for a namespace the cache knows. A review's requester and namespace are whatever its sender
 // wrote: Events for pods and namespaces that do not exist would be a flood an API server never sends.
-func (f *Fence) eventSource(ctx context.Context, related *corev1.ObjectReference, namespace string) (source string, known bool) {
+func (f *Webhooks) eventSource(ctx context.Context, related *corev1.ObjectReference, namespace string) (source string, known bool) {
 	if related != nil {
 		pod := &corev1.Pod{}
 		if f.Cluster.Get(ctx, types.NamespacedName{Namespace: related.Namespace, Name: related.Name}, pod) == nil && pod.UID == related.UID {
