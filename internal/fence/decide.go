@@ -110,6 +110,8 @@ const (
 	TimeAhead
 	DurationNotGiven
 	TransitionsMiscounted
+	NotInjected
+	KeepsOnLoss
 )
 
 var reasonText = [...]string{
@@ -139,6 +141,8 @@ var reasonText = [...]string{
 	TimeAhead:             "a pod may not date renewTime or acquireTime ahead of the webhook's clock by more than the clock skew margin",
 	DurationNotGiven:      "a pod may claim a lease only for the lease duration its injection gave it (leasegate.io/lease-duration or the configured election.leaseDuration)",
 	TransitionsMiscounted: "spec.leaseTransitions is the fencing token of each term: a pod that takes the lease raises it by exactly one (as client-go and the agent do), and no write lowers it or raises it by more",
+	NotInjected:           "not a pod leasegate injected",
+	KeepsOnLoss:           "the pod does not restart on loss",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -152,7 +156,7 @@ var reasonCodes = [...]string{
 	GlobalLeaderElsewhere: "global_leader_elsewhere", HandoverByPod: "handover_by_pod",
 	ForgedLeaderEndpoints: "forged_leader_endpoints", MarkerChanged: "marker_changed", StatusByOthers: "status_by_others",
 	NotHandoverTarget: "not_handover_target", TimeAhead: "time_ahead", DurationNotGiven: "duration_not_given",
-	TransitionsMiscounted: "transitions_miscounted",
+	TransitionsMiscounted: "transitions_miscounted", NotInjected: "not_injected", KeepsOnLoss: "keeps_on_loss",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.

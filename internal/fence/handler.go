@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"sync/atomic"
-	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
@@ -64,18 +63,17 @@ func requesterOf(req *admission.Request) *Requester {
 // Guarded decides writes to guarded resources (path /validate-guarded).
 func (f *Webhooks) Guarded() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		start := time.Now()
-		v := f.policy.Load().Decide(&Request{
+		d := startDecision("guarded")
+		defer d.observe()
+		d.verdict = f.policy.Load().Decide(&Request{
 			Requester:   requesterOf(&req),
 			Operation:   string(req.Operation),
 			Group:       req.Resource.Group,
 			Resource:    req.Resource.Resource,
 			Subresource: req.SubResource,
 			Namespace:   req.Namespace,
-		}, f.Leases, start)
-		resp := f.respond(ctx, &req, v)
-		observe(v, "guarded", start)
-		return resp
+		}, f.Leases, d.start)
+		return f.respond(ctx, &req, d.verdict)
 	})
 }
 
@@ -84,27 +82,26 @@ func (f *Webhooks) Guarded() admission.Handler {
 // call.
 func (f *Webhooks) LeaseWrites() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		start := time.Now()
+		d := startDecision("lease")
+		defer d.observe()
 		// A MultiClusterLease's metadata and spec have a Lease's fields and JSON names: both decode as
 		// a Lease, and the status (the election controller's) is left out.
 		w := &LeaseWrite{Requester: requesterOf(&req), MultiCluster: req.Resource.Resource == v1alpha1.Resource, Status: req.SubResource == "status"}
 		if req.Operation != admissionv1.Create {
 			w.Old = &coordinationv1.Lease{}
 			if err := json.Unmarshal(req.OldObject.Raw, w.Old); err != nil {
-				return admission.Errored(http.StatusBadRequest, err)
+				return d.fail(http.StatusBadRequest, err)
 			}
 		}
 		if req.Operation != admissionv1.Delete {
 			w.New = &coordinationv1.Lease{}
 			if err := json.Unmarshal(req.Object.Raw, w.New); err != nil {
-				return admission.Errored(http.StatusBadRequest, err)
+				return d.fail(http.StatusBadRequest, err)
 			}
 			w.GivenSeconds = f.givenSeconds(ctx, w.Requester, req.Namespace, req.Name, req.Resource.Resource == v1alpha1.Resource)
 		}
-		v := f.policy.Load().DecideLeaseWrite(w, start)
-		resp := f.respond(ctx, &req, v)
-		observe(v, "lease", start)
-		return resp
+		d.verdict = f.policy.Load().DecideLeaseWrite(w, d.start)
+		return f.respond(ctx, &req, d.verdict)
 	})
 }
 
@@ -133,21 +130,25 @@ func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, names
 // fence's cache: no API call.
 func (f *Webhooks) Evictions() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		start := time.Now()
+		d := startDecision("eviction")
+		defer d.observe()
 		requester := requesterOf(&req)
 		if _, _, ok := requester.Pod(); !ok {
+			d.verdict.Reason = NotGated
 			return admission.Allowed("not a pod: RBAC decides")
 		}
 		pod := &corev1.Pod{}
 		if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); apierrors.IsNotFound(err) {
-			return admission.Allowed("not a pod leasegate injected")
+			d.verdict.Reason = NotInjected
+			return admission.Allowed(NotInjected.String())
 		} else if err != nil {
-			return admission.Errored(http.StatusInternalServerError, err)
+			return d.fail(http.StatusInternalServerError, err)
 		}
 		injected, _ := inject.Injected(pod)
 		leaseName := injected.RestartOnLoss
 		if leaseName == "" {
-			return admission.Allowed("the pod does not restart on loss")
+			d.verdict.Reason = KeepsOnLoss
+			return admission.Allowed(KeepsOnLoss.String())
 		}
 		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
 		if injected.LeaseKind == config.LeaseKindMultiClusterLease {
@@ -155,13 +156,11 @@ func (f *Webhooks) Evictions() admission.Handler {
 		} else {
 			eviction.Lease, _ = f.Leases.Get(req.Namespace, leaseName)
 		}
-		v := DecideEviction(eviction, start, f.policy.Load().margin)
-		if v.LeaseName == "" {
-			v.LeaseNamespace, v.LeaseName = req.Namespace, leaseName
+		d.verdict = DecideEviction(eviction, d.start, f.policy.Load().margin)
+		if d.verdict.LeaseName == "" {
+			d.verdict.LeaseNamespace, d.verdict.LeaseName = req.Namespace, leaseName
 		}
-		resp := f.respond(ctx, &req, v)
-		observe(v, "eviction", start)
-		return resp
+		return f.respond(ctx, &req, d.verdict)
 	})
 }
 
@@ -171,7 +170,8 @@ func (f *Webhooks) Evictions() admission.Handler {
 // manager's cache and the lease from the fence's: no API call.
 func (f *Webhooks) LeaderEndpoints() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		start := time.Now()
+		d := startDecision("endpointslice")
+		defer d.observe()
 		services := func(name string) *corev1.Service {
 			svc := &corev1.Service{}
 			if f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, svc) != nil {
@@ -188,20 +188,18 @@ func (f *Webhooks) LeaderEndpoints() admission.Handler {
 			}
 			slice := &discoveryv1.EndpointSlice{}
 			if err := json.Unmarshal(raw, slice); err != nil {
-				return admission.Errored(http.StatusBadRequest, err)
+				return d.fail(http.StatusBadRequest, err)
 			}
 			leaseName, leaderService = leaderservice.CompanionLease(slice.Labels[discoveryv1.LabelServiceName], services)
 		}
-		v := f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
+		d.verdict = f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
 		if leaderService {
-			v.LeaseNamespace, v.LeaseName = req.Namespace, leaseName
-			if l, ok := f.Leases.Get(req.Namespace, v.LeaseName); ok {
-				v.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
+			d.verdict.LeaseNamespace, d.verdict.LeaseName = req.Namespace, leaseName
+			if l, ok := f.Leases.Get(req.Namespace, d.verdict.LeaseName); ok {
+				d.verdict.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
 			}
 		}
-		resp := f.respond(ctx, &req, v)
-		observe(v, "endpointslice", start)
-		return resp
+		return f.respond(ctx, &req, d.verdict)
 	})
 }
 
