@@ -37,10 +37,10 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/fence"
+	"github.com/leasegate/leasegate/internal/globalelection"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/multicluster"
 	"github.com/leasegate/leasegate/internal/version"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -73,7 +73,7 @@ type Options struct {
 	LeaderElection lease.Timing
 	EnableHTTP2    bool
 	// MultiCluster runs the MultiClusterLease election controller when its cluster name is set.
-	MultiCluster multicluster.Options
+	MultiCluster globalelection.Options
 	// ClientVerification refuses webhook connections without the API server's client certificate.
 	ClientVerification clientauth.Options
 }
@@ -289,8 +289,8 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		}
 		defer etcd.Close()
 		log := ctrl.Log.WithName("multicluster")
-		if err := (&multicluster.Controller{
-			Client: mgr.GetClient(), Backend: &multicluster.Etcd{Client: etcd, Log: log},
+		if err := (&globalelection.Controller{
+			Client: mgr.GetClient(), Backend: &globalelection.Etcd{Client: etcd, Log: log},
 			Cluster: opts.MultiCluster.ClusterName, ClockSkewMargin: initial.Election.ClockSkewMargin.Duration, Log: log,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the multi-cluster election controller: %w", err)

@@ -1,4 +1,4 @@
-package multicluster
+package globalelection
 
 import (
 	"github.com/prometheus/client_golang/prometheus"

@@ -1,8 +1,8 @@
-// Package multicluster is the election controller that runs in each cluster: it contends on a global
+// Package globalelection is the election controller that runs in each cluster: it contends on a global
 // backend on behalf of its cluster's live MultiClusterLease candidate and mirrors the global outcome into
 // every local MultiClusterLease's status. It is the only part of leasegate that talks to the backend, and
 // there is no central control plane: losing any one cluster leaves the others electing.
-package multicluster
+package globalelection
 
 import (
 	"context"
