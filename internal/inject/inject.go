@@ -101,6 +101,22 @@ type Status struct {
 	Version string `json:"version,omitempty"`
 }
 
+// LeaseNames are the leases the pod elects on: its lease, or those of its elections.
+func (s Status) LeaseNames() []string {
+	if s.Lease != "" {
+		return []string{s.Lease}
+	}
+	return s.Leases
+}
+
+// StatusOf reads an injected pod's status annotation, for display; the zero Status for any other pod.
+// Decisions read Injected.
+func StatusOf(pod *corev1.Pod) Status {
+	var s Status
+	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)
+	return s
+}
+
 // Inject decides what happens to pod at admission. An error is a denial: its message is what the user
 // sees, and names the annotation and the rule.
 func Inject(pod *corev1.Pod, ns Namespace, opts Options) (Result, error) {

@@ -39,8 +39,10 @@ import (
 	"github.com/leasegate/leasegate/internal/fence"
 	"github.com/leasegate/leasegate/internal/globalelection"
 	"github.com/leasegate/leasegate/internal/inject"
+	"github.com/leasegate/leasegate/internal/leaderless"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/provision"
 	"github.com/leasegate/leasegate/internal/version"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -182,8 +184,8 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"}), Transform: slimPod},
-				&rbacv1.Role{}:          {Label: managed, Transform: inject.KeepOwnManagedFields}, // leasegate's managedFields tell its own
-				&rbacv1.RoleBinding{}:   {Label: managed, Transform: inject.KeepOwnManagedFields},
+				&rbacv1.Role{}:          {Label: managed, Transform: provision.KeepOwnManagedFields}, // leasegate's managedFields tell its own
+				&rbacv1.RoleBinding{}:   {Label: managed, Transform: provision.KeepOwnManagedFields},
 				&coordinationv1.Lease{}: {Label: managed},
 				// Leader Services: those opted in, their companions, and the slices leasegate writes.
 				&corev1.Service{}:            {Label: leaderservice.OptedIn()},
@@ -222,13 +224,13 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
-	if err := (&inject.Provisioner{
+	if err := (&provision.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("leasegate-provisioner"),
 		MultiClusterLeases: caps.MultiClusterLeases, Config: store,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
-	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
+	if err := mgr.Add(&leaderless.Reporter{Client: mgr.GetClient(), Config: store}); err != nil {
 		return fmt.Errorf("setting up the leaderless-lease reporter: %w", err)
 	}
 	// Forged slices of leader Services may carry any labels, so they are found among the metadata of

@@ -1,4 +1,8 @@
-package inject
+// Package leaderless reports, from the elected webhook replica, the managed leases that nobody has held
+// for longer than their own takeover budget, the metrics LeasegateNoLeader alerts on. It is a runnable
+// over the manager's cache of managed Leases, apart from the injection decision and from provisioning,
+// which create those Leases but never judge who holds them.
+package leaderless
 
 import (
 	"context"
@@ -17,19 +21,19 @@ import (
 // leaderlessInterval is how often the leaderless leases are counted: alerts wait minutes, not seconds.
 const leaderlessInterval = 5 * time.Second
 
-// LeaderlessReporter publishes which leases leasegate manages have had no leader for longer than their
+// Reporter publishes which leases leasegate manages have had no leader for longer than their
 // own takeover budget, so an alert fires per lease on its own timing rather than on one global delay. It
-// reads the provisioner's cache of managed Leases (no API call) and runs on the elected replica only.
-type LeaderlessReporter struct {
+// reads the manager's cache of managed Leases (no API call) and runs on the elected replica only.
+type Reporter struct {
 	Client client.Reader
 	Config *config.Store
 }
 
-// NeedLeaderElection is true: one replica reports, from the cache the provisioner already keeps.
-func (r *LeaderlessReporter) NeedLeaderElection() bool { return true }
+// NeedLeaderElection is true: one replica reports, from the cache of managed Leases the manager already keeps.
+func (r *Reporter) NeedLeaderElection() bool { return true }
 
 // Start reports every leaderlessInterval until ctx ends.
-func (r *LeaderlessReporter) Start(ctx context.Context) error {
+func (r *Reporter) Start(ctx context.Context) error {
 	ticker := time.NewTicker(leaderlessInterval)
 	defer ticker.Stop()
 	for {

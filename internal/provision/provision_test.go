@@ -1,4 +1,4 @@
-package inject
+package provision
 
 import (
 	"slices"
@@ -10,10 +10,29 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/inject"
 )
+
+// agentPod is pod shop/orders-a with the agent container as injection makes it, its env given as
+// "NAME=value", and a status annotation that names another lease: provisioning reads the agent's
+// environment (inject.Injected), never the annotation anyone may rewrite.
+func agentPod(env ...string) *corev1.Pod {
+	agent := corev1.Container{Name: inject.AgentContainer, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}
+	for _, kv := range env {
+		name, value, _ := strings.Cut(kv, "=")
+		agent.Env = append(agent.Env, corev1.EnvVar{Name: name, Value: value})
+	}
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-a", UID: "uid-a", Annotations: map[string]string{
+			contract.Status: `{"lease":"cert-manager-controller","leaseSeconds":{"cert-manager-controller":86400},"restartOnLoss":"","leaseKind":"MultiClusterLease"}`,
+		}},
+		Spec: corev1.PodSpec{InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{{Name: "orders"}}},
+	}
+}
 
 func TestLocksOf(t *testing.T) {
 	elections := `LEASEGATE_ELECTIONS=[{"name":"fast","lease":"orders-fast","leaseDuration":"4s","renewDeadline":"2s","retryPeriod":"1s"},` +

@@ -1,4 +1,9 @@
-package inject
+// Package provision gives the pods of each lease the injector names the Lease (or MultiClusterLease), Role
+// and RoleBinding their agents need, and takes them away when the last such pod is gone. It is a
+// controller over the cache of injected pods, apart from internal/inject: the injection decision answers
+// one admission request with no side effect, and this acts on the cluster afterwards, so a pod whose
+// creation fails after admission never leaves rights behind.
+package provision
 
 import (
 	"context"
@@ -27,6 +32,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/leasev1"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -91,7 +97,7 @@ func (l lock) rule() rbacv1.PolicyRule {
 	}
 }
 
-// Provisioner gives the pods of each lease exactly the rights their agents need, and takes them away
+// Reconciler gives the pods of each lease exactly the rights their agents need, and takes them away
 // when the last such pod is gone: the Lease (or MultiClusterLease) object, created once and never
 // overwritten, a Role allowing get/list/watch/update/patch on that one name, and a RoleBinding for the
 // service accounts of the pods that use it.
@@ -103,7 +109,7 @@ func (l lock) rule() rbacv1.PolicyRule {
 // It never changes or deletes a Role or RoleBinding it did not create (Provisioned): a user's object of
 // the name it would use is left alone, nothing is bound to a Role that is not leasegate's, and the pods
 // of the lease get a ProvisioningConflict Event naming the object and the fix.
-type Provisioner struct {
+type Reconciler struct {
 	// Client reads from the manager's caches, which hold only objects labelled leasegate.io/managed.
 	Client client.Client
 	// APIReader reads from the API server: a lock that lost its label, which the label-filtered cache no
@@ -184,7 +190,7 @@ func podLeaseKeys(o client.Object) []string {
 }
 
 // SetupWithManager registers the provisioner; it runs on the elected leader only.
-func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
+func (p *Reconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if err := mgr.GetFieldIndexer().IndexField(context.Background(), &corev1.Pod{}, podLeaseIndex, podLeaseKeys); err != nil {
 		return err
 	}
@@ -245,7 +251,7 @@ func (p *Provisioner) SetupWithManager(mgr ctrl.Manager) error {
 }
 
 // Reconcile brings the lock, Role and RoleBinding of one lease in line with the pods that use it.
-func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+func (p *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
 	pods := &corev1.PodList{}
 	if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: req.Namespace + "/" + req.Name}); err != nil {
 		return reconcile.Result{}, err
@@ -259,7 +265,7 @@ func (p *Provisioner) Reconcile(ctx context.Context, req reconcile.Request) (rec
 			sa = "default"
 		}
 		accounts = append(accounts, sa)
-		if injected, _ := Injected(&pods.Items[i]); injected.RestartOnLoss == l.name {
+		if injected, _ := inject.Injected(&pods.Items[i]); injected.RestartOnLoss == l.name {
 			evictable = append(evictable, pods.Items[i].Name)
 		}
 	}
@@ -315,7 +321,7 @@ func conflictNote(clash client.Object, l lock) string {
 // line with them. clash is the Role or RoleBinding of that name that leasegate did not create, if any:
 // then it writes neither (a binding to someone else's Role would grant what that Role grants).
 // recheck, when not 0, is when to look at an unlabelled lock again (restoreMarker).
-func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) (clash client.Object, recheck time.Duration, err error) {
+func (p *Reconciler) provision(ctx context.Context, namespace string, l lock, accounts, evictable []string) (clash client.Object, recheck time.Duration, err error) {
 	name := rbacPrefix + l.key()
 	if err := p.Client.Create(ctx, l.object(namespace)); apierrors.IsAlreadyExists(err) {
 		var foreign client.Object
@@ -390,7 +396,7 @@ func (p *Provisioner) provision(ctx context.Context, namespace string, l lock, a
 // or one of the pods that elect on it holds it. Held by anyone else (say a pod that has just left), it is
 // looked at again when that term ends: nothing else would, since the lock is in no label-filtered cache
 // and the injector refuses new pods of an unlabelled lease.
-func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l lock, now time.Time) (foreign client.Object, recheck time.Duration, err error) {
+func (p *Reconciler) restoreMarker(ctx context.Context, namespace string, l lock, now time.Time) (foreign client.Object, recheck time.Duration, err error) {
 	obj := l.object(namespace)
 	if err := p.APIReader.Get(ctx, client.ObjectKeyFromObject(obj), obj); err != nil {
 		return nil, 0, client.IgnoreNotFound(err)
@@ -435,7 +441,7 @@ func (p *Provisioner) restoreMarker(ctx context.Context, namespace string, l loc
 // own creates want unless an object of its name exists. When one does, current is that object as
 // stored and mine says whether leasegate created it (Provisioned); when want was created, current is
 // left empty and mine is true.
-func (p *Provisioner) own(ctx context.Context, current, want client.Object) (mine bool, err error) {
+func (p *Reconciler) own(ctx context.Context, current, want client.Object) (mine bool, err error) {
 	key := client.ObjectKeyFromObject(want)
 	switch err := p.Client.Get(ctx, key, current); {
 	case err == nil:
@@ -459,7 +465,7 @@ func (p *Provisioner) own(ctx context.Context, current, want client.Object) (min
 
 // update writes obj, one of leasegate's own, as judged: the resourceVersion it was read at makes the
 // write fail if anyone changed it since (say, took the label off), and it is then judged again.
-func (p *Provisioner) update(ctx context.Context, obj client.Object) error {
+func (p *Reconciler) update(ctx context.Context, obj client.Object) error {
 	obj.SetManagedFields(nil) // the API server keeps the stored ones; the cache holds leasegate's only
 	return p.Client.Update(ctx, obj, client.FieldOwner(fieldOwner))
 }
@@ -467,7 +473,7 @@ func (p *Provisioner) update(ctx context.Context, obj client.Object) error {
 // remove deletes what provision made, and only that: a Role or RoleBinding leasegate did not create
 // (Provisioned), or a lock without the managed label, is the user's. Each is deleted as judged (UID and
 // resourceVersion), so one changed since is judged again.
-func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) error {
+func (p *Reconciler) remove(ctx context.Context, namespace string, l lock) error {
 	name := rbacPrefix + l.key()
 	for _, obj := range []client.Object{
 		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name}},
@@ -484,7 +490,7 @@ func (p *Provisioner) remove(ctx context.Context, namespace string, l lock) erro
 // removeOwn deletes obj (its namespace and name set) when it is leasegate's: a Role or RoleBinding it
 // created (Provisioned), a lock with the managed label. It is deleted as judged (UID and, for RBAC,
 // resourceVersion), so one changed since is judged again.
-func (p *Provisioner) removeOwn(ctx context.Context, obj client.Object) error {
+func (p *Reconciler) removeOwn(ctx context.Context, obj client.Object) error {
 	if err := p.Client.Get(ctx, client.ObjectKeyFromObject(obj), obj); apierrors.IsNotFound(err) {
 		return nil
 	} else if err != nil {
@@ -509,29 +515,13 @@ func (p *Provisioner) removeOwn(ctx context.Context, obj client.Object) error {
 // of its elections, each a Lease or, with LEASEGATE_LEASE_KIND MultiClusterLease, a MultiClusterLease.
 // A pod whose agent container is not one injection made elects on none, and gets no rights.
 func locksOf(pod *corev1.Pod) []lock {
-	s, _ := Injected(pod)
+	s, _ := inject.Injected(pod)
 	names := s.LeaseNames()
 	locks := make([]lock, len(names))
 	for i, name := range names {
 		locks[i] = lock{name: name, multiCluster: s.LeaseKind == config.LeaseKindMultiClusterLease}
 	}
 	return locks
-}
-
-// LeaseNames are the leases the pod elects on: its lease, or those of its elections.
-func (s Status) LeaseNames() []string {
-	if s.Lease != "" {
-		return []string{s.Lease}
-	}
-	return s.Leases
-}
-
-// StatusOf reads an injected pod's status annotation, for display; the zero Status for any other pod.
-// Decisions read Injected.
-func StatusOf(pod *corev1.Pod) Status {
-	var s Status
-	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)
-	return s
 }
 
 func resultOf(err error, success string) string {

@@ -1,4 +1,4 @@
-package inject
+package provision
 
 import (
 	"context"
@@ -20,9 +20,9 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
-// provisionerWith is a Provisioner over a fake client holding objects, with the pod index the manager
+// provisionerWith is a Reconciler over a fake client holding objects, with the pod index the manager
 // registers. Fakes are enough here: what is judged is which writes provisioning makes, not the API.
-func provisionerWith(t *testing.T, objects ...client.Object) (*Provisioner, client.Client) {
+func provisionerWith(t *testing.T, objects ...client.Object) (*Reconciler, client.Client) {
 	t.Helper()
 	scheme := runtime.NewScheme()
 	for _, add := range []func(*runtime.Scheme) error{corev1.AddToScheme, coordinationv1.AddToScheme, rbacv1.AddToScheme} {
@@ -31,7 +31,7 @@ func provisionerWith(t *testing.T, objects ...client.Object) (*Provisioner, clie
 		}
 	}
 	c := fake.NewClientBuilder().WithScheme(scheme).WithObjects(objects...).WithIndex(&corev1.Pod{}, podLeaseIndex, podLeaseKeys).WithReturnManagedFields().Build()
-	return &Provisioner{Client: c, APIReader: c}, c
+	return &Reconciler{Client: c, APIReader: c}, c
 }
 
 func TestRestoreMarker(t *testing.T) {
