@@ -201,7 +201,7 @@ func loadConfig(ctx context.Context, cs kubernetes.Interface, namespace, name st
 	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return config.Defaults(), nil
+		return config.DefaultConfig(), nil
 	case err != nil:
 		return nil, fmt.Errorf("reading %s/%s (--leasegate-namespace, --config-name): %w", namespace, name, err)
 	}

@@ -293,7 +293,7 @@ func FuzzRulesAndDecideCoverTheSameWrites(f *testing.F) {
 			{Name: "fuzzed", Lease: "l", Resources: []config.GuardedResource{entry}},
 			{Name: "deployments", Lease: "l", Resources: []config.GuardedResource{{Group: "apps", Resources: []string{"deployments"}, ExcludeSubresources: []string{"scale"}}}},
 		}}
-		config.Default(cfg)
+		config.SetDefaults(cfg)
 		if errs := append(config.Validate(cfg), config.CheckServed(cfg, served)...); len(errs) > 0 {
 			return
 		}

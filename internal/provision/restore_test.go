@@ -52,7 +52,7 @@ func TestRestoreMarker(t *testing.T) {
 	entry.APIVersion = rbacv1.SchemeGroupVersion.String()
 	ours.ManagedFields = []metav1.ManagedFieldsEntry{entry}
 	users := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: rbacPrefix + "orders"}}
-	adopting := config.Defaults()
+	adopting := config.DefaultConfig()
 	adopting.AdoptLeases = []string{"shop/orders"}
 	tests := []struct {
 		name        string
@@ -83,7 +83,7 @@ func TestRestoreMarker(t *testing.T) {
 				objects = append(objects, tt.role.DeepCopy())
 			}
 			p, c := provisionerWith(t, objects...)
-			cfg := config.Defaults()
+			cfg := config.DefaultConfig()
 			if tt.adopt {
 				cfg = adopting
 			}
@@ -155,7 +155,7 @@ func TestProvisionGrantsNothingOnAnotherControllersLease(t *testing.T) {
 	member := agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s")
 	theirs := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
 	p, c := provisionerWith(t, member, theirs)
-	p.Config = config.NewStore(config.Defaults())
+	p.Config = config.NewStore(config.DefaultConfig())
 	clash, _, err := p.provision(context.Background(), "shop", lock{name: "orders"}, []string{"orders"}, nil)
 	if err != nil {
 		t.Fatal(err)
