@@ -365,7 +365,7 @@ func countDenials(notes []string, namespace, name string) int {
 func AgentViaProxy(cs kubernetes.Interface) AskAgent {
 	return func(ctx context.Context, pod *corev1.Pod, leaseName string) (*lease.Status, error) {
 		port := strconv.Itoa(int(inject.StatusOf(pod).Port))
-		body, err := cs.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, port, "/leader", nil).DoRaw(ctx)
+		body, err := cs.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, port, contract.AgentLeaderPath, nil).DoRaw(ctx)
 		if err != nil {
 			return nil, err
 		}

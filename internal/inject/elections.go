@@ -189,8 +189,8 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 	}
 	if len(leaderReadiness) > 1 {
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(
-			"readiness: leader is set on elections %s; a pod is Ready or not as a whole, so at most one election may decide it (the others can be read at /leaderz/<name>)",
-			strings.Join(leaderReadiness, ", "))))
+			"readiness: leader is set on elections %s; a pod is Ready or not as a whole, so at most one election may decide it (the others can be read at %s/<name>)",
+			strings.Join(leaderReadiness, ", "), contract.AgentLeadingPath)))
 	}
 	if len(leaderStart) > 1 {
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(

@@ -428,8 +428,8 @@ func (p *plan) container() corev1.Container {
 		Env:                      p.agentEnv(),
 		Ports:                    []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
 		Resources:                *p.agent.Resources.DeepCopy(),
-		LivenessProbe:            probe("/healthz", 10, 3),
-		ReadinessProbe:           probe("/readyz", readinessPeriod, 1),
+		LivenessProbe:            probe(contract.AgentHealthPath, 10, 3),
+		ReadinessProbe:           probe(contract.AgentReadyPath, readinessPeriod, 1),
 		VolumeMounts:             []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
 		SecurityContext:          p.agent.SecurityContext.DeepCopy(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -437,7 +437,7 @@ func (p *plan) container() corev1.Container {
 	if e := p.startElection(); e != nil {
 		// kubelet starts the app containers once this passes: only on the leader. A follower waits as
 		// long as it takes, so the threshold is effectively unbounded.
-		path := "/leaderz"
+		path := contract.AgentLeadingPath
 		if p.multi {
 			path += "/" + e.name
 		}

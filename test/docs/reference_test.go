@@ -568,10 +568,34 @@ func TestJSONFields(t *testing.T) {
 	}
 }
 
-// TestReferenceNamesEveryEndpoint: the agent's HTTP paths (as internal/agent registers them on its mux)
-// are the rows of Agent endpoints, and the webhook's admission paths (internal/manager's *Path
-// constants) those of Webhook endpoints.
+// TestReferenceNamesEveryEndpoint: the agent's HTTP paths (as internal/agent registers them on its mux,
+// from internal/contract's constants) are the rows of Agent endpoints, and the webhook's admission paths
+// (internal/manager's *Path constants) those of Webhook endpoints.
 func TestReferenceNamesEveryEndpoint(t *testing.T) {
+	contractPaths := contractConstants(t)
+	// pattern is the value of a mux pattern: string literals and contract constants joined with +.
+	var pattern func(e ast.Expr) (string, bool)
+	pattern = func(e ast.Expr) (string, bool) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if e.Kind == token.STRING {
+				v, err := strconv.Unquote(e.Value)
+				return v, err == nil
+			}
+		case *ast.SelectorExpr:
+			if pkg, ok := e.X.(*ast.Ident); ok && pkg.Name == "contract" {
+				v, ok := contractPaths[e.Sel.Name]
+				return v, ok
+			}
+		case *ast.BinaryExpr:
+			if e.Op == token.ADD {
+				x, okX := pattern(e.X)
+				y, okY := pattern(e.Y)
+				return x + y, okX && okY
+			}
+		}
+		return "", false
+	}
 	var agentPaths []string
 	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "agent")) {
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -582,11 +606,12 @@ func TestReferenceNamesEveryEndpoint(t *testing.T) {
 			if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
 				return true
 			}
-			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				pattern, _ := strconv.Unquote(lit.Value)
-				_, path, _ := strings.Cut(pattern, " ") // "GET /leader/{election}"
-				agentPaths = append(agentPaths, strings.NewReplacer("{", "<", "}", ">").Replace(path))
+			p, ok := pattern(call.Args[0])
+			if !ok {
+				t.Fatalf("a mux pattern in internal/agent is neither a string literal nor literals and contract constants joined with +: update this test")
 			}
+			_, path, _ := strings.Cut(p, " ") // "GET /leader/{election}"
+			agentPaths = append(agentPaths, strings.NewReplacer("{", "<", "}", ">").Replace(path))
 			return true
 		})
 	}
