@@ -139,8 +139,8 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 	var leaderReadiness, leaderStart []string
 	for _, name := range names {
 		spec, p := specs[name], path.Child(name)
-		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(p, name, "an election name must be a DNS label: "+msgs[0]))
+		if err := lease.CheckElectionName(name); err != nil {
+			errs = append(errs, field.Invalid(p, name, "an election name must be a DNS label: "+err.Error()))
 			continue
 		}
 		e := election{name: name, lease: spec.Lease, readiness: contract.ReadinessHealth, start: contract.StartImmediate}
