@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -66,32 +67,32 @@ func newMux(elections []namedElection, events *eventHub, registry prometheus.Gat
 		}
 		return i, ok
 	}
-	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+contract.AgentHealthPath, func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+contract.AgentReadyPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeProbe(w, elections, func(e namedElection) Readiness { return e.readiness })
 	})
 	// /leaderz is /readyz in leader mode whatever the readiness setting: 200 only while this pod leads
 	// every election (/leaderz/<name>: that one). The startup probe of `leasegate.io/start: leader`
 	// pods, and a check for scripts (`curl -f`).
 	leaderMode := func(namedElection) Readiness { return ReadinessLeader }
-	mux.HandleFunc("GET /leaderz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET "+contract.AgentLeadingPath, func(w http.ResponseWriter, _ *http.Request) {
 		writeProbe(w, elections, leaderMode)
 	})
-	mux.HandleFunc("GET /leaderz/{election}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+contract.AgentLeadingPath+"/{election}", func(w http.ResponseWriter, r *http.Request) {
 		if i, ok := find(w, r); ok {
 			writeProbe(w, elections[i:i+1], leaderMode)
 		}
 	})
-	mux.HandleFunc("GET /leader", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+contract.AgentLeaderPath, func(w http.ResponseWriter, r *http.Request) {
 		if acceptsEvents(r) {
 			events.serve(w, r, -1)
 			return
 		}
 		writeJSON(w, report(elections))
 	})
-	mux.HandleFunc("GET /leader/{election}", func(w http.ResponseWriter, r *http.Request) {
+	mux.HandleFunc("GET "+contract.AgentLeaderPath+"/{election}", func(w http.ResponseWriter, r *http.Request) {
 		i, ok := find(w, r)
 		switch {
 		case !ok:
@@ -101,7 +102,7 @@ func newMux(elections []namedElection, events *eventHub, registry prometheus.Gat
 			writeJSON(w, electionStatus{Election: elections[i].name, Status: elections[i].Status()})
 		}
 	})
-	mux.Handle("GET /metrics", promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	mux.Handle("GET "+contract.AgentMetricsPath, promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
 	return mux
 }
 

@@ -59,7 +59,7 @@ func PreCheck(ctx context.Context, cs kubernetes.Interface, namespace string, op
 			"install cert-manager first (helm install cert-manager jetstack/cert-manager -n cert-manager --create-namespace --set crds.enabled=true), or install leasegate with certificates.certManager.enabled=false and certificates.existingSecret and certificates.caBundle")
 	}
 	if cfg == nil {
-		cfg = config.Defaults()
+		cfg = config.DefaultConfig()
 	}
 	if err := r.checkRefusals(ctx, cs, namespace, cfg, opts.LeasegateNamespace); err != nil {
 		return nil, err

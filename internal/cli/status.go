@@ -21,10 +21,10 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/fence"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/leasev1"
-	"github.com/leasegate/leasegate/internal/validate"
 )
 
 // StatusAPIVersion and StatusKind name the shape of `status -o json|yaml`: fields are only ever added
@@ -201,7 +201,7 @@ func loadConfig(ctx context.Context, cs kubernetes.Interface, namespace, name st
 	cm, err := cs.CoreV1().ConfigMaps(namespace).Get(ctx, name, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		return config.Defaults(), nil
+		return config.DefaultConfig(), nil
 	case err != nil:
 		return nil, fmt.Errorf("reading %s/%s (--leasegate-namespace, --config-name): %w", namespace, name, err)
 	}
@@ -330,9 +330,9 @@ func verdict(s *LeaseStatus) string {
 
 // denialNotes are the notes of the LeaderGateDenied Events in scope seen since since.
 func denialNotes(ctx context.Context, cs kubernetes.Interface, namespace string, since time.Time) ([]string, error) {
-	events, err := cs.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + validate.EventReasonDenied})
+	events, err := cs.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + fence.EventReasonDenied})
 	if err != nil {
-		return nil, fmt.Errorf("listing %s Events: %w", validate.EventReasonDenied, err)
+		return nil, fmt.Errorf("listing %s Events: %w", fence.EventReasonDenied, err)
 	}
 	var notes []string
 	for _, e := range events.Items {
@@ -365,7 +365,7 @@ func countDenials(notes []string, namespace, name string) int {
 func AgentViaProxy(cs kubernetes.Interface) AskAgent {
 	return func(ctx context.Context, pod *corev1.Pod, leaseName string) (*lease.Status, error) {
 		port := strconv.Itoa(int(inject.StatusOf(pod).Port))
-		body, err := cs.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, port, "/leader", nil).DoRaw(ctx)
+		body, err := cs.CoreV1().Pods(pod.Namespace).ProxyGet("http", pod.Name, port, contract.AgentLeaderPath, nil).DoRaw(ctx)
 		if err != nil {
 			return nil, err
 		}

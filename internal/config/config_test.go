@@ -421,7 +421,7 @@ func TestDefaultsIsAnEmptyFileWithoutItsWarning(t *testing.T) {
 		t.Fatal(err)
 	}
 	empty.Warnings = nil
-	if got := Defaults(); !equality.Semantic.DeepEqual(got, empty) {
-		t.Errorf("Defaults() = %+v, want what an empty file loads to, %+v", got, empty)
+	if got := DefaultConfig(); !equality.Semantic.DeepEqual(got, empty) {
+		t.Errorf("DefaultConfig() = %+v, want what an empty file loads to, %+v", got, empty)
 	}
 }

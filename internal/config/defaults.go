@@ -11,8 +11,16 @@ import (
 	"github.com/leasegate/leasegate/internal/version"
 )
 
-// Default fills every unset field. It is the only place defaults live.
-func Default(c *Config) {
+// DefaultConfig is the configuration in force when there is no ConfigMap: every default, and no file to warn
+// about.
+func DefaultConfig() *Config {
+	c := &Config{}
+	SetDefaults(c)
+	return c
+}
+
+// SetDefaults fills every unset field of c. It is the only place defaults live.
+func SetDefaults(c *Config) {
 	if c.APIVersion == "" && c.Kind == "" {
 		c.APIVersion, c.Kind = APIVersion, Kind
 	}

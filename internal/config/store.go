@@ -89,7 +89,7 @@ func (s *Store) Current() *Config { return s.current.Load() }
 func LoadConfigMap(ctx context.Context, c client.Reader, key types.NamespacedName, api *apiresources.Index) (*Config, error) {
 	cm := &corev1.ConfigMap{}
 	if err := c.Get(ctx, key, cm); apierrors.IsNotFound(err) {
-		return Defaults(), nil
+		return DefaultConfig(), nil
 	} else if err != nil {
 		return nil, fmt.Errorf("reading ConfigMap %s: %w", key, err)
 	}

@@ -24,7 +24,7 @@ const (
 	Kind       = "LeasegateConfiguration"
 )
 
-// Config is the whole configuration. Every field is optional; Default fills what is left out.
+// Config is the whole configuration. Every field is optional; SetDefaults fills what is left out.
 type Config struct {
 	metav1.TypeMeta `json:",inline"`
 	// Election is the timing injected agents use unless a pod's annotations say otherwise.

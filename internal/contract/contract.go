@@ -1,6 +1,6 @@
 // Package contract holds what leasegate's parts and its users agree on by name: the labels and
-// annotations users write and leasegate reads, and the environment and port the injector gives the agent
-// it injects. Every package that reads or writes one names it from here, so the two ends of each cannot
+// annotations users write and leasegate reads, and the environment, port and HTTP paths of the agent the
+// injector injects. Every package that reads or writes one names it from here, so the two ends of each cannot
 // drift apart.
 package contract
 
@@ -79,6 +79,21 @@ const (
 	// LeaseKind: what elections elect on.
 	LeaseKindLease             = "Lease"
 	LeaseKindMultiClusterLease = "MultiClusterLease"
+)
+
+// The agent's HTTP endpoints on AgentPort, which kubelet's probes, the app, kubectl leasegate and the
+// suites read. AgentLeadingPath and AgentLeaderPath answer for one election of several with
+// "/<election>" after them.
+const (
+	AgentHealthPath = "/healthz"
+	// AgentReadyPath follows the readiness setting: health, or leader.
+	AgentReadyPath = "/readyz"
+	// AgentLeadingPath answers 200 only while this pod leads, whatever the readiness setting: the startup
+	// probe of pods that start as leader.
+	AgentLeadingPath = "/leaderz"
+	// AgentLeaderPath is who leads, as JSON or as server-sent events.
+	AgentLeaderPath  = "/leader"
+	AgentMetricsPath = "/metrics"
 )
 
 // The agent the injector adds: the port kubelet's probes and the app reach it on, and the environment it

@@ -75,7 +75,7 @@ func agentContract(t *testing.T) []string {
 	for _, name := range inject.InjectedEnv {
 		lines = append(lines, "webhook reads from the agent container: env "+name)
 	}
-	for _, route := range routes(t, "../agent/server.go") {
+	for _, route := range routes(t, "../agent/server.go", constants(t, "contract.go")) {
 		lines = append(lines, "agent route: "+route)
 	}
 	lines = append(lines, jsonFields("leasegate.io/status", reflect.TypeFor[inject.Status]())...)
@@ -112,8 +112,9 @@ func constants(t *testing.T, file string) map[string]string {
 	return out
 }
 
-// routes are the patterns the agent's server registers (mux.Handle and mux.HandleFunc).
-func routes(t *testing.T, file string) []string {
+// routes are the patterns the agent's server registers (mux.Handle and mux.HandleFunc): string literals
+// and this package's constants (contract, name -> Go literal) joined with +.
+func routes(t *testing.T, file string, contract map[string]string) []string {
 	f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -125,10 +126,11 @@ func routes(t *testing.T, file string) []string {
 			return true
 		}
 		if sel, ok := call.Fun.(*ast.SelectorExpr); ok && (sel.Sel.Name == "Handle" || sel.Sel.Name == "HandleFunc") {
-			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				pattern, _ := strconv.Unquote(lit.Value)
-				out = append(out, pattern)
+			pattern, ok := routePattern(call.Args[0], contract)
+			if !ok {
+				t.Fatalf("%s: a route pattern is neither a string literal nor literals and contract constants joined with +", file)
 			}
+			out = append(out, pattern)
 		}
 		return true
 	})
@@ -136,6 +138,32 @@ func routes(t *testing.T, file string) []string {
 		t.Fatalf("%s registers no routes that read as mux.Handle(\"...\") or mux.HandleFunc(\"...\")", file)
 	}
 	return out
+}
+
+func routePattern(e ast.Expr, contract map[string]string) (string, bool) {
+	literal := func(s string) (string, bool) {
+		v, err := strconv.Unquote(s)
+		return v, err == nil
+	}
+	switch e := e.(type) {
+	case *ast.BasicLit:
+		if e.Kind == token.STRING {
+			return literal(e.Value)
+		}
+	case *ast.SelectorExpr:
+		if pkg, ok := e.X.(*ast.Ident); ok && pkg.Name == "contract" {
+			if v, ok := contract[e.Sel.Name]; ok {
+				return literal(v)
+			}
+		}
+	case *ast.BinaryExpr:
+		if e.Op == token.ADD {
+			x, okX := routePattern(e.X, contract)
+			y, okY := routePattern(e.Y, contract)
+			return x + y, okX && okY
+		}
+	}
+	return "", false
 }
 
 // jsonFields are a JSON document's field names with their Go types, nested structs followed (time.Time

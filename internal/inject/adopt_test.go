@@ -58,7 +58,7 @@ func TestCheckLocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defaults := config.Defaults()
+	defaults := config.DefaultConfig()
 	tests := []struct {
 		name   string
 		status Status

@@ -139,8 +139,8 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 	var leaderReadiness, leaderStart []string
 	for _, name := range names {
 		spec, p := specs[name], path.Child(name)
-		if msgs := validation.IsDNS1123Label(name); len(msgs) > 0 {
-			errs = append(errs, field.Invalid(p, name, "an election name must be a DNS label: "+msgs[0]))
+		if err := lease.CheckElectionName(name); err != nil {
+			errs = append(errs, field.Invalid(p, name, "an election name must be a DNS label: "+err.Error()))
 			continue
 		}
 		e := election{name: name, lease: spec.Lease, readiness: contract.ReadinessHealth, start: contract.StartImmediate}
@@ -189,8 +189,8 @@ func planElections(value, baseLease string, podDefaults explicitTiming, defaults
 	}
 	if len(leaderReadiness) > 1 {
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(
-			"readiness: leader is set on elections %s; a pod is Ready or not as a whole, so at most one election may decide it (the others can be read at /leaderz/<name>)",
-			strings.Join(leaderReadiness, ", "))))
+			"readiness: leader is set on elections %s; a pod is Ready or not as a whole, so at most one election may decide it (the others can be read at %s/<name>)",
+			strings.Join(leaderReadiness, ", "), contract.AgentLeadingPath)))
 	}
 	if len(leaderStart) > 1 {
 		errs = append(errs, field.Forbidden(path, fmt.Sprintf(

@@ -85,10 +85,7 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 			errs = append(errs, field.Invalid(path.Key(check.key), pod.Annotations[check.key], check.err.Error()))
 		}
 	}
-	g.listen = agentPort + 1
-	for portUsed(pod, g.listen) {
-		g.listen++
-	}
+	g.listen = freePort(pod, agentPort+1)
 	return g, errs
 }
 
@@ -111,17 +108,6 @@ func checkBodyTimeout(value string) error {
 		return fmt.Errorf("want a Go duration such as %s", gate.DefaultBodyTimeout)
 	}
 	return gate.CheckBodyTimeout(d)
-}
-
-func portUsed(pod *corev1.Pod, port int32) bool {
-	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range containers {
-			if slices.ContainsFunc(c.Ports, func(p corev1.ContainerPort) bool { return p.ContainerPort == port }) {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // apply moves the named port from the app container to the agent: a Service whose targetPort is the

@@ -101,6 +101,22 @@ type Status struct {
 	Version string `json:"version,omitempty"`
 }
 
+// LeaseNames are the leases the pod elects on: its lease, or those of its elections.
+func (s Status) LeaseNames() []string {
+	if s.Lease != "" {
+		return []string{s.Lease}
+	}
+	return s.Leases
+}
+
+// StatusOf reads an injected pod's status annotation, for display; the zero Status for any other pod.
+// Decisions read Injected.
+func StatusOf(pod *corev1.Pod) Status {
+	var s Status
+	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)
+	return s
+}
+
 // Inject decides what happens to pod at admission. An error is a denial: its message is what the user
 // sees, and names the annotation and the rule.
 func Inject(pod *corev1.Pod, ns Namespace, opts Options) (Result, error) {
@@ -412,8 +428,8 @@ func (p *plan) container() corev1.Container {
 		Env:                      p.agentEnv(),
 		Ports:                    []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
 		Resources:                *p.agent.Resources.DeepCopy(),
-		LivenessProbe:            probe("/healthz", 10, 3),
-		ReadinessProbe:           probe("/readyz", readinessPeriod, 1),
+		LivenessProbe:            probe(contract.AgentHealthPath, 10, 3),
+		ReadinessProbe:           probe(contract.AgentReadyPath, readinessPeriod, 1),
 		VolumeMounts:             []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
 		SecurityContext:          p.agent.SecurityContext.DeepCopy(),
 		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
@@ -421,7 +437,7 @@ func (p *plan) container() corev1.Container {
 	if e := p.startElection(); e != nil {
 		// kubelet starts the app containers once this passes: only on the leader. A follower waits as
 		// long as it takes, so the threshold is effectively unbounded.
-		path := "/leaderz"
+		path := contract.AgentLeadingPath
 		if p.multi {
 			path += "/" + e.name
 		}

@@ -63,8 +63,8 @@ func ParseElections(value string) ([]ElectionSpec, error) {
 	names, leases, leaderReadiness := map[string]bool{}, map[string]bool{}, ""
 	for i, s := range specs {
 		at := func(field string) string { return fmt.Sprintf("[%d].%s", i, field) }
-		if msgs := dns1123Label(s.Name); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("%s %q: %s", at("name"), s.Name, msgs[0]))
+		if err := CheckElectionName(s.Name); err != nil {
+			errs = append(errs, fmt.Errorf("%s %q: %w", at("name"), s.Name, err))
 		} else if names[s.Name] {
 			errs = append(errs, fmt.Errorf("%s %q: two elections have this name", at("name"), s.Name))
 		}
@@ -114,6 +114,16 @@ func (d *Duration) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	d.Duration = parsed
+	return nil
+}
+
+// CheckElectionName is the rule for an election's name, which the injector holds the
+// leasegate.io/elections annotation to and the agent LEASEGATE_ELECTIONS: a DNS label, since it names
+// the election in paths (/leader/<election>), metric labels and, by default, its lease.
+func CheckElectionName(name string) error {
+	if msgs := dns1123Label(name); len(msgs) > 0 {
+		return errors.New(msgs[0])
+	}
 	return nil
 }
 

@@ -36,11 +36,13 @@ import (
 	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/fence"
+	"github.com/leasegate/leasegate/internal/globalelection"
 	"github.com/leasegate/leasegate/internal/inject"
+	"github.com/leasegate/leasegate/internal/leaderless"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/multicluster"
-	"github.com/leasegate/leasegate/internal/validate"
+	"github.com/leasegate/leasegate/internal/provision"
 	"github.com/leasegate/leasegate/internal/version"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -73,7 +75,7 @@ type Options struct {
 	LeaderElection lease.Timing
 	EnableHTTP2    bool
 	// MultiCluster runs the MultiClusterLease election controller when its cluster name is set.
-	MultiCluster multicluster.Options
+	MultiCluster globalelection.Options
 	// ClientVerification refuses webhook connections without the API server's client certificate.
 	ClientVerification clientauth.Options
 }
@@ -182,8 +184,8 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 			DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{
 				&corev1.Pod{}:           {Label: k8slabels.SelectorFromSet(k8slabels.Set{contract.Injected: "true"}), Transform: slimPod},
-				&rbacv1.Role{}:          {Label: managed, Transform: inject.KeepOwnManagedFields}, // leasegate's managedFields tell its own
-				&rbacv1.RoleBinding{}:   {Label: managed, Transform: inject.KeepOwnManagedFields},
+				&rbacv1.Role{}:          {Label: managed, Transform: provision.KeepOwnManagedFields}, // leasegate's managedFields tell its own
+				&rbacv1.RoleBinding{}:   {Label: managed, Transform: provision.KeepOwnManagedFields},
 				&coordinationv1.Lease{}: {Label: managed},
 				// Leader Services: those opted in, their companions, and the slices leasegate writes.
 				&corev1.Service{}:            {Label: leaderservice.OptedIn()},
@@ -222,13 +224,13 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up the config reloader: %w", err)
 	}
-	if err := (&inject.Provisioner{
+	if err := (&provision.Reconciler{
 		Client: mgr.GetClient(), APIReader: mgr.GetAPIReader(), Recorder: mgr.GetEventRecorder("leasegate-provisioner"),
 		MultiClusterLeases: caps.MultiClusterLeases, Config: store,
 	}).SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("setting up Lease and RBAC provisioning: %w", err)
 	}
-	if err := mgr.Add(&inject.LeaderlessReporter{Client: mgr.GetClient(), Config: store}); err != nil {
+	if err := mgr.Add(&leaderless.Reporter{Client: mgr.GetClient(), Config: store}); err != nil {
 		return fmt.Errorf("setting up the leaderless-lease reporter: %w", err)
 	}
 	// Forged slices of leader Services may carry any labels, so they are found among the metadata of
@@ -255,7 +257,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building the client of the guarded-lease cache: %w", err)
 	}
-	leases := validate.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
+	leases := fence.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
 	leases.MultiClusterLeases = mgr.GetCache()
 	if err := mgr.Add(leases); err != nil {
 		return fmt.Errorf("setting up the guarded-lease cache: %w", err)
@@ -264,18 +266,18 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace, Locks: leases,
 		Version: version.Version,
 	})
-	fence := &validate.Fence{
+	fenceWebhooks := &fence.Webhooks{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
-		Events:       validate.NewEventBudget(clock.RealClock{}),
+		Events:       fence.NewEventBudget(clock.RealClock{}),
 		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName, APIs: apis,
 	}
-	fence.Follow(store)
-	serve(ValidateGuardedPath, fence.Guarded())
-	serve(ValidateLeasesPath, fence.LeaseWrites())
-	serve(ValidateConfigPath, fence.ConfigEdits())
-	serve(ValidateEndpointSlicesPath, fence.LeaderEndpoints())
-	serve(ValidateEvictionsPath, fence.Evictions())
-	if err := (&validate.RulesSyncer{
+	fenceWebhooks.Follow(store)
+	serve(ValidateGuardedPath, fenceWebhooks.Guarded())
+	serve(ValidateLeasesPath, fenceWebhooks.LeaseWrites())
+	serve(ValidateConfigPath, fenceWebhooks.ConfigEdits())
+	serve(ValidateEndpointSlicesPath, fenceWebhooks.LeaderEndpoints())
+	serve(ValidateEvictionsPath, fenceWebhooks.Evictions())
+	if err := (&fence.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace, APIs: apis,
 		Version: version.Version,
 	}).SetupWithManager(mgr); err != nil {
@@ -289,8 +291,8 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		}
 		defer etcd.Close()
 		log := ctrl.Log.WithName("multicluster")
-		if err := (&multicluster.Controller{
-			Client: mgr.GetClient(), Backend: &multicluster.Etcd{Client: etcd, Log: log},
+		if err := (&globalelection.Controller{
+			Client: mgr.GetClient(), Backend: &globalelection.Etcd{Client: etcd, Log: log},
 			Cluster: opts.MultiCluster.ClusterName, ClockSkewMargin: initial.Election.ClockSkewMargin.Duration, Log: log,
 		}).SetupWithManager(mgr); err != nil {
 			return fmt.Errorf("setting up the multi-cluster election controller: %w", err)

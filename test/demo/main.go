@@ -320,7 +320,7 @@ func showState(ctx context.Context, cp *framework.ControlPlane, election *framew
 		if err != nil {
 			return err
 		}
-		_, code, _ := a.Get("/readyz")
+		_, code, _ := a.Get(contract.AgentReadyPath)
 		fmt.Printf("          %-24s %-8t %-8d %s\n", a.Pod.Name, s.IsLeader, code, s.Holder)
 	}
 	fmt.Printf("          Lease %s/%s: holderIdentity=%s leaseTransitions=%d renewTime=%s\n", namespace, leaseName,

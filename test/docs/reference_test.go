@@ -568,10 +568,34 @@ func TestJSONFields(t *testing.T) {
 	}
 }
 
-// TestReferenceNamesEveryEndpoint: the agent's HTTP paths (as internal/agent registers them on its mux)
-// are the rows of Agent endpoints, and the webhook's admission paths (internal/manager's *Path
-// constants) those of Webhook endpoints.
+// TestReferenceNamesEveryEndpoint: the agent's HTTP paths (as internal/agent registers them on its mux,
+// from internal/contract's constants) are the rows of Agent endpoints, and the webhook's admission paths
+// (internal/manager's *Path constants) those of Webhook endpoints.
 func TestReferenceNamesEveryEndpoint(t *testing.T) {
+	contractPaths := contractConstants(t)
+	// pattern is the value of a mux pattern: string literals and contract constants joined with +.
+	var pattern func(e ast.Expr) (string, bool)
+	pattern = func(e ast.Expr) (string, bool) {
+		switch e := e.(type) {
+		case *ast.BasicLit:
+			if e.Kind == token.STRING {
+				v, err := strconv.Unquote(e.Value)
+				return v, err == nil
+			}
+		case *ast.SelectorExpr:
+			if pkg, ok := e.X.(*ast.Ident); ok && pkg.Name == "contract" {
+				v, ok := contractPaths[e.Sel.Name]
+				return v, ok
+			}
+		case *ast.BinaryExpr:
+			if e.Op == token.ADD {
+				x, okX := pattern(e.X)
+				y, okY := pattern(e.Y)
+				return x + y, okX && okY
+			}
+		}
+		return "", false
+	}
 	var agentPaths []string
 	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "agent")) {
 		ast.Inspect(f, func(n ast.Node) bool {
@@ -582,11 +606,12 @@ func TestReferenceNamesEveryEndpoint(t *testing.T) {
 			if sel, ok := call.Fun.(*ast.SelectorExpr); !ok || (sel.Sel.Name != "Handle" && sel.Sel.Name != "HandleFunc") {
 				return true
 			}
-			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
-				pattern, _ := strconv.Unquote(lit.Value)
-				_, path, _ := strings.Cut(pattern, " ") // "GET /leader/{election}"
-				agentPaths = append(agentPaths, strings.NewReplacer("{", "<", "}", ">").Replace(path))
+			p, ok := pattern(call.Args[0])
+			if !ok {
+				t.Fatalf("a mux pattern in internal/agent is neither a string literal nor literals and contract constants joined with +: update this test")
 			}
+			_, path, _ := strings.Cut(p, " ") // "GET /leader/{election}"
+			agentPaths = append(agentPaths, strings.NewReplacer("{", "<", "}", ">").Replace(path))
 			return true
 		})
 	}
@@ -622,11 +647,11 @@ func TestReferenceNamesEveryWebhookEntry(t *testing.T) {
 	compare(t, "webhook configuration entry", "config/webhook/webhooks.yaml, the chart's templates/webhooks.yaml", inCode, documented(t, reference(t), sectionWebhookEntries, 0), strconv.Quote(sectionWebhookEntries))
 }
 
-// TestReferenceNamesEveryDecisionReason: the reason codes of internal/validate (its reasonCodes table)
+// TestReferenceNamesEveryDecisionReason: the reason codes of internal/fence (its reasonCodes table)
 // are the rows of Decision reasons.
 func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 	var inCode []string
-	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "validate")) {
+	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "fence")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "reasonCodes" || len(vs.Values) != 1 {
@@ -634,7 +659,7 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 			}
 			lit, ok := vs.Values[0].(*ast.CompositeLit)
 			if !ok {
-				t.Fatalf("internal/validate's reasonCodes is no composite literal: update this test")
+				t.Fatalf("internal/fence's reasonCodes is no composite literal: update this test")
 			}
 			for _, elt := range lit.Elts {
 				if kv, ok := elt.(*ast.KeyValueExpr); ok {
@@ -648,9 +673,9 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 		})
 	}
 	if len(inCode) == 0 {
-		t.Fatal("found no reasonCodes in internal/validate: update this test")
+		t.Fatal("found no reasonCodes in internal/fence: update this test")
 	}
-	compare(t, "decision reason", "reasonCodes in internal/validate/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
+	compare(t, "decision reason", "reasonCodes in internal/fence/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
 }
 
 // TestReferenceNamesEveryEventReason: the reasons of the Events leasegate-webhook records (every

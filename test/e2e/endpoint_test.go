@@ -98,7 +98,7 @@ var _ = Describe("Made-up AdmissionReviews POSTed to the webhook", Serial, func(
 	It("write at most the namespace's Event budget, and leave an injected pod's first denial", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		setConfig(ctx, guardConfig(ns, "deny", "deny"))
-		const forged, budget = 300, 100 // budget: validate's per-source burst
+		const forged, budget = 300, 100 // budget: the fence's per-source burst
 		suppressed := webhookCounter(webhook, "leasegate_fence_events_suppressed_total", `reason="budget"`)
 
 		By("POSTing reviews by made-up pods on made-up objects, as any pod can")

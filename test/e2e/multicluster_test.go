@@ -37,9 +37,9 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/leasegate/leasegate/internal/globalelection"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/multicluster"
-	mcl "github.com/leasegate/leasegate/pkg/multicluster"
+	"github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/test/framework"
 	"github.com/leasegate/leasegate/test/guardedwrite"
@@ -278,7 +278,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		admin, err := etcd.Client()
 		Expect(err).NotTo(HaveOccurred())
 		defer admin.Close()
-		_, err = admin.Delete(ctx, multicluster.Key(currentNamespace, currentElection))
+		_, err = admin.Delete(ctx, globalelection.Key(currentNamespace, currentElection))
 		Expect(err).NotTo(HaveOccurred())
 		Consistently(waiting.acting.Load, 2*time.Second, 20*time.Millisecond).Should(BeFalse())
 
@@ -761,9 +761,9 @@ func (c *mclCluster) startController(etcd *framework.EtcdCluster, clk clock.Pass
 	})
 	Expect(err).NotTo(HaveOccurred())
 	log := GinkgoLogr.WithName("controller-" + c.name)
-	Expect((&multicluster.Controller{
+	Expect((&globalelection.Controller{
 		Client:          mgr.GetClient(),
-		Backend:         &multicluster.Etcd{Client: etcdClient, Log: log},
+		Backend:         &globalelection.Etcd{Client: etcdClient, Log: log},
 		Cluster:         c.name,
 		ClockSkewMargin: 500 * time.Millisecond,
 		Clock:           clk,
@@ -858,7 +858,7 @@ func startCandidates(a *mclCluster, inA int, b *mclCluster, inB int) []*mclCandi
 }
 
 func startCandidate(c *mclCluster, id string) *mclCandidate {
-	lock, err := mcl.NewLock(rest.CopyConfig(c.plane.Config), currentNamespace, currentElection, mcl.LockConfig{
+	lock, err := multicluster.NewLock(rest.CopyConfig(c.plane.Config), currentNamespace, currentElection, multicluster.LockConfig{
 		Identity: id, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod,
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -976,7 +976,7 @@ func soleAgentLeader(agents []*framework.Agent, timeout time.Duration) *framewor
 // startManager runs a controller-runtime manager in cluster c that elects through the library's lock;
 // acting is true while its leader-election runnable runs, which is when its reconcilers would.
 func startManager(c *mclCluster, id string) *mclCandidate {
-	lock, err := mcl.NewLock(rest.CopyConfig(c.plane.Config), currentNamespace, currentElection, mcl.LockConfig{
+	lock, err := multicluster.NewLock(rest.CopyConfig(c.plane.Config), currentNamespace, currentElection, multicluster.LockConfig{
 		Identity: id, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod,
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -1166,7 +1166,7 @@ func (c *skewedClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 // reaches the API server, the elector's release on cancel included. It records its calls: when each
 // write and wait for the controller's answer began and ended, and how it failed.
 type crashableLock struct {
-	*mcl.Lock
+	*multicluster.Lock
 	crashed atomic.Bool
 
 	mu    sync.Mutex

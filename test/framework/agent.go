@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -168,7 +169,7 @@ func startAgentProcess(binary string, pod *Pod, env []string, port int) (*Agent,
 // Leader is the agent's /leader answer.
 func (a *Agent) Leader() (lease.Status, error) {
 	var s lease.Status
-	body, _, err := a.Get("/leader")
+	body, _, err := a.Get(contract.AgentLeaderPath)
 	if err != nil {
 		return s, err
 	}
@@ -178,12 +179,12 @@ func (a *Agent) Leader() (lease.Status, error) {
 // Election is the agent's /leader/<name> answer, for one of several elections.
 func (a *Agent) Election(name string) (lease.Status, error) {
 	var s lease.Status
-	body, code, err := a.Get("/leader/" + name)
+	body, code, err := a.Get(contract.AgentLeaderPath + "/" + name)
 	if err != nil {
 		return s, err
 	}
 	if code != http.StatusOK {
-		return s, fmt.Errorf("/leader/%s: %d %s", name, code, body)
+		return s, fmt.Errorf("%s/%s: %d %s", contract.AgentLeaderPath, name, code, body)
 	}
 	return s, json.Unmarshal(body, &s)
 }
@@ -210,7 +211,7 @@ func (a *Agent) Get(path string) ([]byte, int, error) {
 // Metric returns the value of an unlabelled-by-us series from /metrics, such as
 // "leasegate_agent_is_leader".
 func (a *Agent) Metric(name string) (float64, error) {
-	body, _, err := a.Get("/metrics")
+	body, _, err := a.Get(contract.AgentMetricsPath)
 	if err != nil {
 		return 0, err
 	}

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/test/guardedwrite"
 )
 
@@ -79,7 +80,7 @@ func main() {
 func serveHTTP(addr, pod, agentURL string) {
 	client := &http.Client{Timeout: time.Second}
 	leads := func() string {
-		resp, err := client.Get(agentURL + "/leader")
+		resp, err := client.Get(agentURL + contract.AgentLeaderPath)
 		if err != nil {
 			return "unknown"
 		}

@@ -1,0 +1,402 @@
+package fence
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+
+	admissionv1 "k8s.io/api/admission/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
+
+	"github.com/leasegate/leasegate/internal/apiresources"
+	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/inject"
+	"github.com/leasegate/leasegate/internal/leaderservice"
+	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
+)
+
+// EventReasonDenied is the reason of the Event recorded for every write a guard fences.
+const EventReasonDenied = "LeaderGateDenied"
+
+// maxWarning is the longest warning the API server passes on unchanged.
+const maxWarning = 120
+
+// Webhooks serves the fence's admission webhooks from a Policy compiled from the configuration in force
+// and a cache of the leases.
+type Webhooks struct {
+	// Leases is every lease a decision reads: guarded writes', evictions' and leader Services'.
+	Leases LeaseGetter
+	// Cluster reads injected pods and leader Services from the manager's cache.
+	Cluster  client.Reader
+	Recorder events.EventRecorder
+	// Events bounds the Events Recorder writes per object, requester and source.
+	Events       *EventBudget
+	OwnNamespace string
+	ConfigName   string
+	// APIs is what the API server serves, which an edit of the configuration is checked against.
+	APIs interface{ Current() *apiresources.Index }
+
+	policy atomic.Pointer[Policy]
+}
+
+// Follow compiles every configuration the store puts in force. Call it once at setup.
+func (f *Webhooks) Follow(store *config.Store) {
+	store.OnChange(func(cfg *config.Config) { f.policy.Store(Compile(cfg, f.OwnNamespace)) })
+}
+
+func requesterOf(req *admission.Request) *Requester {
+	return &Requester{Username: req.UserInfo.Username, Groups: req.UserInfo.Groups, Extra: req.UserInfo.Extra}
+}
+
+// Guarded decides writes to guarded resources (path /validate-guarded).
+func (f *Webhooks) Guarded() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		d := startDecision("guarded")
+		defer d.observe()
+		d.verdict = f.policy.Load().Decide(&Request{
+			Requester:   requesterOf(&req),
+			Operation:   string(req.Operation),
+			Group:       req.Resource.Group,
+			Resource:    req.Resource.Resource,
+			Subresource: req.SubResource,
+			Namespace:   req.Namespace,
+		}, f.Leases, d.start)
+		return f.respond(ctx, &req, d.verdict)
+	})
+}
+
+// LeaseWrites guards the Leases and MultiClusterLeases leasegate manages (path /validate-leases). The
+// lease duration the requesting pod was given comes from the manager's cache of injected pods: no API
+// call.
+func (f *Webhooks) LeaseWrites() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		d := startDecision("lease")
+		defer d.observe()
+		// A MultiClusterLease's metadata and spec have a Lease's fields and JSON names: both decode as
+		// a Lease, and the status (the election controller's) is left out.
+		w := &LeaseWrite{Requester: requesterOf(&req), MultiCluster: req.Resource.Resource == v1alpha1.Resource, Status: req.SubResource == "status"}
+		if req.Operation != admissionv1.Create {
+			w.Old = &coordinationv1.Lease{}
+			if err := json.Unmarshal(req.OldObject.Raw, w.Old); err != nil {
+				return d.fail(http.StatusBadRequest, err)
+			}
+		}
+		if req.Operation != admissionv1.Delete {
+			w.New = &coordinationv1.Lease{}
+			if err := json.Unmarshal(req.Object.Raw, w.New); err != nil {
+				return d.fail(http.StatusBadRequest, err)
+			}
+			w.GivenSeconds = f.givenSeconds(ctx, w.Requester, req.Namespace, req.Name, req.Resource.Resource == v1alpha1.Resource)
+		}
+		d.verdict = f.policy.Load().DecideLeaseWrite(w, d.start)
+		return f.respond(ctx, &req, d.verdict)
+	})
+}
+
+// givenSeconds is the lease duration the injection of the requesting pod gave it for the lease
+// namespace/name, read from the pod's spec (inject.Injected), or 0 when the requester is no pod leasegate
+// injected for it.
+func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, namespace, name string, multiCluster bool) int32 {
+	podName, podUID, ok := requester.Pod()
+	if !ok {
+		return 0
+	}
+	pod := &corev1.Pod{}
+	if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: namespace, Name: podName}, pod); err != nil || string(pod.UID) != podUID {
+		return 0
+	}
+	injected, ok := inject.Injected(pod)
+	if !ok || (injected.LeaseKind == config.LeaseKindMultiClusterLease) != multiCluster {
+		return 0
+	}
+	return injected.LeaseSeconds[name]
+}
+
+// Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction from a
+// pod, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
+// cache of injected pods, what it restarts on from its spec (inject.Injected), and its lease from the
+// fence's cache: no API call.
+func (f *Webhooks) Evictions() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		d := startDecision("eviction")
+		defer d.observe()
+		requester := requesterOf(&req)
+		if _, _, ok := requester.Pod(); !ok {
+			d.verdict.Reason = NotGated
+			return admission.Allowed("not a pod: RBAC decides")
+		}
+		pod := &corev1.Pod{}
+		if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: req.Name}, pod); apierrors.IsNotFound(err) {
+			d.verdict.Reason = NotInjected
+			return admission.Allowed(NotInjected.String())
+		} else if err != nil {
+			return d.fail(http.StatusInternalServerError, err)
+		}
+		injected, _ := inject.Injected(pod)
+		leaseName := injected.RestartOnLoss
+		if leaseName == "" {
+			d.verdict.Reason = KeepsOnLoss
+			return admission.Allowed(KeepsOnLoss.String())
+		}
+		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
+		if injected.LeaseKind == config.LeaseKindMultiClusterLease {
+			eviction.MultiClusterLease, _ = f.Leases.MultiClusterLease(req.Namespace, leaseName)
+		} else {
+			eviction.Lease, _ = f.Leases.Get(req.Namespace, leaseName)
+		}
+		d.verdict = DecideEviction(eviction, d.start, f.policy.Load().margin)
+		if d.verdict.LeaseName == "" {
+			d.verdict.LeaseNamespace, d.verdict.LeaseName = req.Namespace, leaseName
+		}
+		return f.respond(ctx, &req, d.verdict)
+	})
+}
+
+// LeaderEndpoints refuses anyone's write to an EndpointSlice of a "<service>-leader" Service that
+// leasegate keeps, or will keep once its Service exists, on the lease holder (path
+// /validate-endpointslices); leasegate's own writes never reach it. The Services come from the
+// manager's cache and the lease from the fence's: no API call.
+func (f *Webhooks) LeaderEndpoints() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		d := startDecision("endpointslice")
+		defer d.observe()
+		services := func(name string) *corev1.Service {
+			svc := &corev1.Service{}
+			if f.Cluster.Get(ctx, types.NamespacedName{Namespace: req.Namespace, Name: name}, svc) != nil {
+				return nil
+			}
+			return svc
+		}
+		// The slice as written and as it was: relabelling leasegate's slice away from its Service is
+		// as much a forgery as pointing it elsewhere.
+		leaseName, leaderService := "", false
+		for _, raw := range [][]byte{req.Object.Raw, req.OldObject.Raw} {
+			if len(raw) == 0 || leaderService {
+				continue
+			}
+			slice := &discoveryv1.EndpointSlice{}
+			if err := json.Unmarshal(raw, slice); err != nil {
+				return d.fail(http.StatusBadRequest, err)
+			}
+			leaseName, leaderService = leaderservice.CompanionLease(slice.Labels[discoveryv1.LabelServiceName], services)
+		}
+		d.verdict = f.policy.Load().DecideLeaderEndpoints(requesterOf(&req), leaderService)
+		if leaderService {
+			d.verdict.LeaseNamespace, d.verdict.LeaseName = req.Namespace, leaseName
+			if l, ok := f.Leases.Get(req.Namespace, d.verdict.LeaseName); ok {
+				d.verdict.Holder = ptr.Deref(l.Spec.HolderIdentity, "")
+			}
+		}
+		return f.respond(ctx, &req, d.verdict)
+	})
+}
+
+// ConfigEdits refuses an invalid leasegate-config with every error and its field path
+// (path /validate-config).
+func (f *Webhooks) ConfigEdits() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		if req.Namespace != f.OwnNamespace || req.Name != f.ConfigName {
+			return admission.Allowed("not leasegate's configuration")
+		}
+		cm := &corev1.ConfigMap{}
+		if err := json.Unmarshal(req.Object.Raw, cm); err != nil {
+			return admission.Errored(http.StatusBadRequest, err)
+		}
+		cfg, err := config.LoadServed([]byte(cm.Data[config.Key]), f.APIs.Current())
+		if err != nil {
+			return admission.Denied(fmt.Sprintf("%s is invalid and was not saved: %v", f.ConfigName, err))
+		}
+		return admission.Allowed("").WithWarnings(cfg.Warnings...)
+	})
+}
+
+// respond turns a verdict into the admission response, the audit annotations and, for a fenced write,
+// an Event. Dry-run requests get the same answer but leave no Event behind.
+func (f *Webhooks) respond(ctx context.Context, req *admission.Request, v Verdict) admission.Response {
+	var resp admission.Response
+	switch v.Outcome {
+	case Allowed:
+		resp = admission.Allowed(v.Reason.String())
+	case Denied:
+		resp = admission.Denied(message(req, v))
+	default:
+		resp = admission.Allowed("").WithWarnings(warning(v))
+	}
+	resp.AuditAnnotations = map[string]string{"decision": v.Outcome.String(), "reason": v.Reason.Code()}
+	if v.Guard != "" {
+		resp.AuditAnnotations["guard"] = v.Guard
+	}
+	if v.LeaseName != "" {
+		resp.AuditAnnotations["lease"] = v.LeaseNamespace + "/" + v.LeaseName
+		resp.AuditAnnotations["holder"] = v.Holder
+	}
+	if v.Outcome != Allowed && (req.DryRun == nil || !*req.DryRun) {
+		f.recordEvent(ctx, req, v)
+	}
+	return resp
+}
+
+// message is what a fenced requester reads: who it is, what it tried, which lease, who holds it, why.
+func message(req *admission.Request, v Verdict) string {
+	holder := v.Holder
+	if holder == "" {
+		holder = "nobody"
+	}
+	guard := ""
+	if v.Guard != "" {
+		guard = fmt.Sprintf(" (guard %q)", v.Guard)
+	}
+	return fmt.Sprintf("leasegate: %s may not %s %s: lease %s/%s is held by %s%s: %s%s",
+		requesterName(req), verb(req), target(req), v.LeaseNamespace, v.LeaseName, holder, guard, v.Reason, formatHint(req, v))
+}
+
+// formatHint tells the author of a guard whose lease's holder names the requester in another format
+// which holderFormat would read it.
+func formatHint(req *admission.Request, v Verdict) string {
+	if v.Reason != HolderFormatMismatch {
+		return ""
+	}
+	name, uid, _ := requesterOf(req).Pod()
+	hint := fmt.Sprintf(" (holderFormat %q)", v.HolderFormat)
+	if suggested := lease.SuggestFormat(v.Holder, name, uid); suggested != "" {
+		hint += fmt.Sprintf("; if the holder is this pod, set the guard's holderFormat to %q", suggested)
+	}
+	return hint
+}
+
+func warning(v Verdict) string {
+	w := fmt.Sprintf("leasegate %s: not the holder of lease %s/%s (%s)", v.Outcome, v.LeaseNamespace, v.LeaseName, v.Reason)
+	if len(w) > maxWarning {
+		w = w[:maxWarning-3] + "..."
+	}
+	return w
+}
+
+func requesterName(req *admission.Request) string {
+	r := requesterOf(req)
+	if name, _, ok := r.Pod(); ok {
+		return fmt.Sprintf("pod %s/%s (%s)", req.Namespace, name, r.Username)
+	}
+	return r.Username
+}
+
+func verb(req *admission.Request) string {
+	switch req.Operation {
+	case admissionv1.Create:
+		return "create"
+	case admissionv1.Delete:
+		return "delete"
+	case admissionv1.Connect:
+		return "connect to"
+	}
+	return "update"
+}
+
+func target(req *admission.Request) string {
+	resource := req.Resource.Resource
+	if req.Resource.Group != "" {
+		resource += "." + req.Resource.Group
+	}
+	if req.SubResource != "" {
+		resource = req.SubResource + " of " + resource
+	}
+	switch {
+	case req.Name == "":
+		return resource + " in namespace " + req.Namespace
+	case req.Namespace == "":
+		return resource + " " + req.Name
+	}
+	return resource + " " + req.Namespace + "/" + req.Name
+}
+
+// recordEvent records LeaderGateDenied on the object written (UPDATE, DELETE) or, for a CREATE, on its
+// namespace, with the requesting pod as the related object, within the Event budget. The events library
+// folds repeats of the same Event into one series with a count; it tells Events apart by regarding
+// object, reason, action and related object, not by note, so without the related pod a second follower
+// denied on the same object would only add to the first one's count.
+func (f *Webhooks) recordEvent(ctx context.Context, req *admission.Request, v Verdict) {
+	// The Namespace field is set even for the namespace itself, so the Event lands in that namespace,
+	// where `kubectl get events -n <namespace>` shows it, and not in "default".
+	regarding := &corev1.ObjectReference{Kind: "Namespace", APIVersion: "v1", Name: req.Namespace, Namespace: req.Namespace}
+	if req.Operation != admissionv1.Create && req.Name != "" {
+		regarding = &corev1.ObjectReference{
+			Kind: req.Kind.Kind, APIVersion: apiVersion(req.Kind.Group, req.Kind.Version),
+			Namespace: req.Namespace, Name: req.Name,
+		}
+	}
+	if regarding.Name == "" {
+		return // a cluster-scoped create: nothing to hang the Event on
+	}
+	related := requestingPod(req)
+	source, known := f.eventSource(ctx, related, req.Namespace)
+	if !known {
+		eventsSuppressed.WithLabelValues("unknown_namespace").Inc()
+		return
+	}
+	requester := req.UserInfo.Username
+	if related != nil {
+		requester += "\x00" + related.Name + "\x00" + string(related.UID)
+	}
+	key := EventKey{Object: regarding.Kind + "\x00" + regarding.APIVersion + "\x00" + regarding.Namespace + "\x00" + regarding.Name, Requester: requester, Source: source}
+	if !f.Events.Allow(key) {
+		eventsSuppressed.WithLabelValues("budget").Inc()
+		return
+	}
+	action := map[Outcome]string{Denied: "Deny", Warned: "Warn", DryRun: "DryRun"}[v.Outcome]
+	f.Recorder.Eventf(regarding, related, corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+}
+
+// eventSource is the budget an Event is charged to: the requesting pod's own when the cache of injected
+// pods holds that pod with that UID, or else one shared by every requester fenced in namespace, and
+// only for a namespace the cache knows. A review's requester and namespace are whatever its sender
+// wrote: Events for pods and namespaces that do not exist would be a flood an API server never sends.
+func (f *Webhooks) eventSource(ctx context.Context, related *corev1.ObjectReference, namespace string) (source string, known bool) {
+	if related != nil {
+		pod := &corev1.Pod{}
+		if f.Cluster.Get(ctx, types.NamespacedName{Namespace: related.Namespace, Name: related.Name}, pod) == nil && pod.UID == related.UID {
+			return "pod\x00" + related.Namespace + "\x00" + related.Name + "\x00" + string(related.UID), true
+		}
+	}
+	if namespace != "" {
+		ns := &metav1.PartialObjectMetadata{}
+		ns.SetGroupVersionKind(corev1.SchemeGroupVersion.WithKind("Namespace"))
+		if f.Cluster.Get(ctx, types.NamespacedName{Name: namespace}, ns) != nil {
+			return "", false
+		}
+	}
+	return "namespace\x00" + namespace, true
+}
+
+// requestingPod is the pod the requester's token is bound to (a pod-bound token names its pod, in its
+// service account's namespace), or nil.
+func requestingPod(req *admission.Request) *corev1.ObjectReference {
+	requester := requesterOf(req)
+	name, uid, ok := requester.Pod()
+	if !ok {
+		return nil
+	}
+	namespace, _, ok := requester.serviceAccount()
+	if !ok {
+		return nil
+	}
+	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: namespace, Name: name, UID: types.UID(uid)}
+}
+
+func apiVersion(group, version string) string {
+	if group == "" {
+		return version
+	}
+	return group + "/" + version
+}

@@ -1,0 +1,122 @@
+package globalelection
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
+)
+
+func TestYieldAfterEndingOwnTerm(t *testing.T) {
+	ended := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name     string
+		ttl      time.Duration
+		at       time.Duration // after the term ended
+		wantWait time.Duration
+		wantMay  bool
+	}{
+		{"right after the release, the key is left to the other clusters", 5 * time.Second, 0, 500 * time.Millisecond, false},
+		{"a tenth of the TTL later, this cluster's next candidate may claim", 5 * time.Second, 500 * time.Millisecond, 0, true},
+		{"a long TTL yields at most one backend call's bound", 60 * time.Second, 200 * time.Millisecond, 800 * time.Millisecond, false},
+		{"the shortest TTL yields a tenth of it", 2 * time.Second, 100 * time.Millisecond, 100 * time.Millisecond, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := &election{yieldUntil: ended.Add(yieldFor(tt.ttl))}
+			wait, may := e.mayClaim(ended.Add(tt.at))
+			if wait != tt.wantWait || may != tt.wantMay {
+				t.Errorf("mayClaim = %s, %v; want %s, %v", wait, may, tt.wantWait, tt.wantMay)
+			}
+		})
+	}
+	if wait, may := (&election{}).mayClaim(ended); !may || wait != 0 {
+		t.Errorf("a cluster that never held the term yields %s", wait)
+	}
+}
+
+// slowResign is a backend of one key whose Resign takes resignTakes on the controller's clock, as a
+// loaded backend's does.
+type slowResign struct {
+	clock       *clocktesting.FakePassiveClock
+	resignTakes time.Duration
+	term        Term
+	held        bool
+	campaigns   int
+}
+
+func (b *slowResign) Campaign(_ context.Context, key string, claim Claim, _ time.Duration) (Term, bool, error) {
+	b.campaigns++
+	if b.held {
+		return b.term, false, nil
+	}
+	b.term, b.held = Term{Key: key, Claim: claim, Token: int64(b.campaigns)}, true
+	return b.term, true, nil
+}
+func (b *slowResign) Confirm(context.Context, Term) error { return nil }
+func (b *slowResign) Resign(context.Context, Term) error {
+	b.clock.SetTime(b.clock.Now().Add(b.resignTakes))
+	b.held = false
+	return nil
+}
+func (b *slowResign) Get(context.Context, string) (Term, bool, error) { return b.term, b.held, nil }
+func (b *slowResign) Watch(context.Context, func(string))             {}
+
+func TestTheYieldCountsFromWhenTheKeyWentFree(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	backend := &slowResign{clock: clk, resignTakes: 400 * time.Millisecond}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mcl := &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(mcl).WithObjects(mcl).Build()
+	c := &Controller{Client: kube, Backend: backend, Cluster: "a", Clock: clk, Log: logr.Discard(),
+		elections: map[types.NamespacedName]*election{}}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}
+	stand := func(holder string) {
+		t.Helper()
+		if err := kube.Get(ctx, req.NamespacedName, mcl); err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.NewMicroTime(clk.Now())
+		mcl.Spec = v1alpha1.MultiClusterLeaseSpec{HolderIdentity: ptr.To(holder), LeaseDurationSeconds: ptr.To(int32(5)), RenewTime: &now}
+		if err := kube.Update(ctx, mcl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	stand("a-0")
+	if backend.campaigns != 1 || !backend.held {
+		t.Fatalf("a-0 did not win the free key: %d campaigns", backend.campaigns)
+	}
+	clk.SetTime(clk.Now().Add(100 * time.Millisecond))
+	stand("") // a-0 releases; resigning takes 400 ms
+	// A follower of this cluster takes the spec 200 ms after the key went free: well inside the half second
+	// (a tenth of the 5 s TTL) the other clusters have to claim it.
+	clk.SetTime(clk.Now().Add(200 * time.Millisecond))
+	stand("a-1")
+	if backend.campaigns != 1 {
+		t.Errorf("this cluster claimed the key again 200 ms after it went free, inside the %s left to the other clusters", yieldFor(5*time.Second))
+	}
+	clk.SetTime(clk.Now().Add(yieldFor(5 * time.Second)))
+	stand("a-1")
+	if backend.campaigns != 2 || backend.term.Claim.Holder != "a-1" {
+		t.Errorf("after the yield, a-1 did not win the still free key: %d campaigns, term %+v", backend.campaigns, backend.term)
+	}
+}
