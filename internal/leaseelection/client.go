@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"context"
@@ -45,7 +45,7 @@ func NewClient(api *kubeclient.Client) *Client {
 
 // NewMultiClusterClient is a client of MultiClusterLeases (leasegate.io/v1alpha1): the elector runs the
 // local election on their spec exactly as on a Lease, and reads the election controller's answers
-// (status) as Lease.Global to know whether it leads across clusters (Config.MultiCluster).
+// (status) as Lease.Global to know whether it leads across clusters (MultiClusterLeaseLock).
 func NewMultiClusterClient(api *kubeclient.Client) *Client {
 	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: multiClusterLeaseKind, resource: "multiclusterleases"}
 }
@@ -77,9 +77,9 @@ func (c *Client) Get(ctx context.Context, namespace, name string) (*Lease, error
 }
 
 // Create creates a lease.
-func (c *Client) Create(ctx context.Context, lease *Lease) (*Lease, error) {
+func (c *Client) Create(ctx context.Context, l *Lease) (*Lease, error) {
 	created := &Lease{}
-	req := kubeclient.Request{Method: http.MethodPost, Path: c.path(lease.Namespace, ""), Body: lease.typed(c.apiVersion, c.kind)}
+	req := kubeclient.Request{Method: http.MethodPost, Path: c.path(l.Namespace, ""), Body: l.typed(c.apiVersion, c.kind)}
 	if err := c.api.Do(ctx, req, created); err != nil {
 		return nil, err
 	}
@@ -88,9 +88,9 @@ func (c *Client) Create(ctx context.Context, lease *Lease) (*Lease, error) {
 
 // Update writes a lease if its resourceVersion is still current: the compare-and-swap every election
 // step relies on. A stale resourceVersion fails with a Conflict.
-func (c *Client) Update(ctx context.Context, lease *Lease) (*Lease, error) {
+func (c *Client) Update(ctx context.Context, l *Lease) (*Lease, error) {
 	updated := &Lease{}
-	req := kubeclient.Request{Method: http.MethodPut, Path: c.path(lease.Namespace, lease.Name), Body: lease.typed(c.apiVersion, c.kind)}
+	req := kubeclient.Request{Method: http.MethodPut, Path: c.path(l.Namespace, l.Name), Body: l.typed(c.apiVersion, c.kind)}
 	if err := c.api.Do(ctx, req, updated); err != nil {
 		return nil, err
 	}
