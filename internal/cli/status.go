@@ -23,7 +23,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/leasev1"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/internal/validate"
 )
 
@@ -213,7 +213,7 @@ func loadConfig(ctx context.Context, cs kubernetes.Interface, namespace, name st
 }
 
 func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) LeaseStatus {
-	j := leasev1.Judge(&l.Spec, now, margin)
+	j := leaseapi.Judge(&l.Spec, now, margin)
 	s := LeaseStatus{
 		Namespace: l.Namespace, Name: l.Name, Holder: j.Holder, State: j.State.String(),
 		Transitions:            ptr.Deref(l.Spec.LeaseTransitions, 0),
