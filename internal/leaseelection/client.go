@@ -12,14 +12,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
-// The resources a Client reads and writes.
+// The API versions of the resources a Client reads and writes.
 const (
 	leaseAPIVersion             = "coordination.k8s.io/v1"
-	multiClusterLeaseAPIVersion = "leasegate.io/v1alpha1"
-	multiClusterLeaseKind       = "MultiClusterLease"
+	multiClusterLeaseAPIVersion = contract.MultiClusterLeaseGroup + "/" + contract.MultiClusterLeaseVersion
 )
 
 // minWatchTimeout is the shortest watch a Client asks for; each asks for between one and two times it,
@@ -40,14 +40,14 @@ var _ Store = (*Client)(nil)
 
 // NewClient is a client of coordination.k8s.io/v1 Leases.
 func NewClient(api *kubeclient.Client) *Client {
-	return &Client{api: api, apiVersion: leaseAPIVersion, kind: "Lease", resource: "leases"}
+	return &Client{api: api, apiVersion: leaseAPIVersion, kind: contract.LeaseKindLease, resource: "leases"}
 }
 
 // NewMultiClusterClient is a client of MultiClusterLeases (leasegate.io/v1alpha1): the elector runs the
 // local election on their spec exactly as on a Lease, and reads the election controller's answers
 // (status) as Lease.Global to know whether it leads across clusters (MultiClusterLeaseLock).
 func NewMultiClusterClient(api *kubeclient.Client) *Client {
-	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: multiClusterLeaseKind, resource: "multiclusterleases"}
+	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: contract.LeaseKindMultiClusterLease, resource: contract.MultiClusterLeaseResource}
 }
 
 func (c *Client) path(namespace, name string) string {
@@ -61,7 +61,7 @@ func (c *Client) path(namespace, name string) string {
 // read completes a decoded object: a MultiClusterLease always carries an answer, empty before the
 // controller's first.
 func (c *Client) read(l *Lease) *Lease {
-	if l != nil && c.kind == multiClusterLeaseKind && l.Global == nil {
+	if l != nil && c.kind == contract.LeaseKindMultiClusterLease && l.Global == nil {
 		l.Global = &GlobalAnswer{}
 	}
 	return l

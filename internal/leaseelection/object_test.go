@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -118,7 +119,7 @@ func TestMultiClusterLeaseCarriesTheControllersAnswer(t *testing.T) {
 	if holder, observed, ok := globalAnswer(l); !ok || holder != "b-0_ub" || observed != 11 {
 		t.Errorf("globalAnswer() = %q, %d, %v", holder, observed, ok)
 	}
-	data, err := json.Marshal(l.typed(multiClusterLeaseAPIVersion, multiClusterLeaseKind))
+	data, err := json.Marshal(l.typed(multiClusterLeaseAPIVersion, contract.LeaseKindMultiClusterLease))
 	if err != nil {
 		t.Fatal(err)
 	}
