@@ -20,6 +20,7 @@ import (
 	"github.com/leasegate/leasegate/internal/gate"
 	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leaseelection"
 )
 
 // shutdownTimeout bounds how long in-flight HTTP requests may delay exit after the lease is released.
@@ -42,7 +43,7 @@ type Agent struct {
 
 	// client is the API client every election shares; with on-loss restart, losing restarting's lease
 	// evicts this pod, unless the agent is stopping (a release on the way out is no loss).
-	client     *lease.Client
+	client     *leaseelection.Client
 	restarting *runningElection
 	stopping   atomic.Bool
 	evicting   sync.Once
@@ -58,7 +59,7 @@ type runningElection struct {
 	// index is the election's place among the pod's, as the event hub numbers them.
 	index   int
 	spec    lease.ElectionSpec
-	elector *lease.Elector
+	elector *leaseelection.Elector
 	metrics *metrics
 	// log names the election when the pod runs several.
 	log logr.Logger
@@ -74,20 +75,21 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	}
 	specs := s.ElectionSpecs()
 	api.SetRateLimit(apiRateLimit(specs))
-	client := lease.NewClient(api)
+	client := leaseelection.NewClient(api)
 	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
-	var store lease.Store = client
+	// Each election has its own lock: a MultiClusterLeaseLock keeps its elector's heartbeats.
+	newLock := func() leaseelection.Lock { return leaseelection.LeaseLock{Store: client} }
 	if s.LeaseKind == LeaseKindMultiClusterLease {
-		store = lease.NewMultiClusterClient(api)
+		multiClusterClient := leaseelection.NewMultiClusterClient(api)
+		newLock = func() leaseelection.Lock { return &leaseelection.MultiClusterLeaseLock{Store: multiClusterClient} }
 	}
 	for i, spec := range specs {
 		e := &runningElection{index: i, spec: spec, log: log}
 		if len(specs) > 1 {
 			e.log = log.WithValues("election", spec.Name)
 		}
-		e.elector, err = lease.NewElector(lease.Config{
-			Client:          store,
-			MultiCluster:    s.LeaseKind == LeaseKindMultiClusterLease,
+		e.elector, err = leaseelection.NewElector(leaseelection.Config{
+			Lock:            newLock(),
 			Namespace:       s.PodNamespace,
 			Name:            spec.Lease,
 			Identity:        s.Identity(),

@@ -24,7 +24,7 @@ import (
 	"github.com/leasegate/leasegate/internal/fence"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/leasev1"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 )
 
 // StatusAPIVersion and StatusKind name the shape of `status -o json|yaml`: fields are only ever added
@@ -213,7 +213,7 @@ func loadConfig(ctx context.Context, cs kubernetes.Interface, namespace, name st
 }
 
 func leaseStatus(l *coordinationv1.Lease, margin time.Duration, now time.Time) LeaseStatus {
-	j := leasev1.Judge(&l.Spec, now, margin)
+	j := leaseapi.Judge(&l.Spec, now, margin)
 	s := LeaseStatus{
 		Namespace: l.Namespace, Name: l.Name, Holder: j.Holder, State: j.State.String(),
 		Transitions:            ptr.Deref(l.Spec.LeaseTransitions, 0),

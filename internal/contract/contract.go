@@ -76,7 +76,7 @@ const (
 	// OnLoss: keep (report the loss), or restart (the agent evicts its own pod).
 	OnLossKeep    = "keep"
 	OnLossRestart = "restart"
-	// LeaseKind: what elections elect on.
+	// LeaseKind: what elections elect on, each value the kind of the object elected on.
 	LeaseKindLease             = "Lease"
 	LeaseKindMultiClusterLease = "MultiClusterLease"
 )
@@ -127,4 +127,13 @@ const (
 	// several, EnvLeasePrefix + the election's name in upper case with "-" as "_".
 	EnvAgentURL    = "LEASEGATE_AGENT_URL"
 	EnvLeasePrefix = "LEASEGATE_LEASE_"
+)
+
+// The MultiClusterLease API's group, version and resource (its kind is LeaseKindMultiClusterLease), which
+// pkg/multicluster/v1alpha1 declares its types under and the agent's client, which links no API types,
+// writes in its REST paths and objects.
+const (
+	MultiClusterLeaseGroup    = "leasegate.io"
+	MultiClusterLeaseVersion  = "v1alpha1"
+	MultiClusterLeaseResource = "multiclusterleases"
 )

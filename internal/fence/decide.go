@@ -13,7 +13,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/leasev1"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -249,7 +249,7 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
 		return v
 	}
-	j := leasev1.Judge(&l.Spec, now, p.margin)
+	j := leaseapi.Judge(&l.Spec, now, p.margin)
 	v.Holder = j.Holder
 	format := g.holderFormat
 	if format == nil {
@@ -394,7 +394,7 @@ func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 	var current lease.Judgement
 	var prior lease.Spec
 	if old != nil {
-		prior = leasev1.Spec(&old.Spec)
+		prior = leaseapi.Spec(&old.Spec)
 		current = lease.Judge(&prior, now, p.margin)
 	}
 	ownsCurrent := current.Holder != "" && lease.AgentFormat.Names(current.Holder, podName, podUID)
@@ -575,7 +575,7 @@ func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
 	leading := false
 	switch {
 	case e.Lease != nil:
-		j := leasev1.Judge(&e.Lease.Spec, now, margin)
+		j := leaseapi.Judge(&e.Lease.Spec, now, margin)
 		v.Holder = j.Holder
 		leading = j.State == lease.Held && lease.AgentFormat.Names(j.Holder, podName, podUID)
 	case e.MultiClusterLease != nil:

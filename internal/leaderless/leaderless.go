@@ -15,7 +15,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/leasev1"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 )
 
 // leaderlessInterval is how often the leaderless leases are counted: alerts wait minutes, not seconds.
@@ -72,7 +72,7 @@ func leaderless(leases []coordinationv1.Lease, now time.Time, margin time.Durati
 		if spec.RenewTime == nil {
 			continue // created by the provisioner, not yet taken: the pods are starting
 		}
-		j := leasev1.Judge(spec, now, margin)
+		j := leaseapi.Judge(spec, now, margin)
 		var freeSince time.Time
 		switch j.State {
 		case lease.Held:

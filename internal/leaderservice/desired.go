@@ -28,7 +28,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/leasev1"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 )
 
 const (
@@ -124,7 +124,7 @@ func Holder(l *coordinationv1.Lease, pods func(name string) *corev1.Pod, svc *co
 	if l == nil {
 		return nil, time.Time{}, "the lease does not exist"
 	}
-	j := leasev1.Judge(&l.Spec, now, margin)
+	j := leaseapi.Judge(&l.Spec, now, margin)
 	if j.State != lease.Held {
 		return nil, time.Time{}, "the lease is " + j.State.String()
 	}

@@ -52,10 +52,10 @@ func (h Handover) Bars(j Judgement, released *Spec, identity string, now time.Ti
 	return time.Time{}, false
 }
 
-// ClearHandover removes a handover request from a lease about to be written.
-func ClearHandover(l *Lease) {
-	delete(l.Annotations, contract.HandoverFrom)
-	delete(l.Annotations, contract.HandoverTo)
+// ClearHandover removes a handover request from the annotations of a lease about to be written.
+func ClearHandover(annotations map[string]string) {
+	delete(annotations, contract.HandoverFrom)
+	delete(annotations, contract.HandoverTo)
 }
 
 // Takeover is how the previous holder left a lease another candidate took: what tells a planned
@@ -75,9 +75,9 @@ const (
 // Takeovers are every kind, in a fixed order.
 var Takeovers = []Takeover{TakeoverGraceful, TakeoverCrash, TakeoverHandover}
 
-// TakeoverOf classifies identity's taking of base, judged j just before: ok is false when it took
-// nothing from anyone (the lease was its own, still in force).
-func TakeoverOf(base *Lease, j Judgement, identity string) (Takeover, bool) {
+// TakeoverOf classifies identity's taking of a lease with these annotations, judged j just before: ok
+// is false when it took nothing from anyone (the lease was its own, still in force).
+func TakeoverOf(annotations map[string]string, j Judgement, identity string) (Takeover, bool) {
 	switch {
 	case j.State == Held:
 		return "", false // only its own lease is acquirable while held: a restarted agent resuming
@@ -87,7 +87,7 @@ func TakeoverOf(base *Lease, j Judgement, identity string) (Takeover, bool) {
 		}
 		return TakeoverCrash, true
 	}
-	if _, handover := HandoverOf(base.Annotations); handover {
+	if _, handover := HandoverOf(annotations); handover {
 		return TakeoverHandover, true
 	}
 	return TakeoverGraceful, true

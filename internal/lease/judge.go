@@ -45,7 +45,7 @@ type Judgement struct {
 // the caller's, so the caller extends the holder's term by the skew it is willing to tolerate. It runs on
 // every admission request the fence sees, so it must not allocate.
 //
-// The Lease API's own types reach it through leasev1.Judge, so the agent need not link them.
+// The Lease API's own types reach it through leaseapi.Judge, so the agent need not link them.
 func Judge(spec *Spec, now time.Time, clockSkewMargin time.Duration) Judgement {
 	if spec.HolderIdentity == "" {
 		return Judgement{State: Released}

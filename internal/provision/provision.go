@@ -34,7 +34,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/internal/leasev1"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -425,7 +425,7 @@ func (p *Reconciler) restoreMarker(ctx context.Context, namespace string, l lock
 	case *v1alpha1.MultiClusterLease:
 		spec = coordinationv1.LeaseSpec{HolderIdentity: o.Spec.HolderIdentity, LeaseDurationSeconds: o.Spec.LeaseDurationSeconds, RenewTime: o.Spec.RenewTime}
 	}
-	if j := leasev1.Judge(&spec, now, lease.DefaultClockSkewMargin); j.State == lease.Held {
+	if j := leaseapi.Judge(&spec, now, lease.DefaultClockSkewMargin); j.State == lease.Held {
 		pods := &corev1.PodList{}
 		if err := p.Client.List(ctx, pods, client.MatchingFields{podLeaseIndex: namespace + "/" + l.key()}); err != nil {
 			return nil, 0, err

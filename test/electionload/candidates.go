@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leaseelection"
 	"github.com/leasegate/leasegate/test/framework"
 )
 
@@ -78,9 +79,9 @@ func (l *lastWrite) write(w *writes, do func() error) error {
 	return nil
 }
 
-// agentElector is the agent's lease.Elector on the agent's Lease client.
+// agentElector is the agent's leaseelection.Elector on the agent's Lease client.
 type agentElector struct {
-	*lease.Elector
+	*leaseelection.Elector
 	*lastWrite
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -92,17 +93,17 @@ func (e *agentElector) stop()        { e.cancel(); <-e.done }
 
 // agentStore is the agent's Lease client with its writes recorded and breakable.
 type agentStore struct {
-	*lease.Client
+	*leaseelection.Client
 	last   *lastWrite
 	writes *writes
 }
 
-func (s *agentStore) Update(ctx context.Context, l *lease.Lease) (updated *lease.Lease, err error) {
+func (s *agentStore) Update(ctx context.Context, l *leaseelection.Lease) (updated *leaseelection.Lease, err error) {
 	err = s.last.write(s.writes, func() error { updated, err = s.Client.Update(ctx, l); return err })
 	return updated, err
 }
 
-func (s *agentStore) Create(ctx context.Context, l *lease.Lease) (created *lease.Lease, err error) {
+func (s *agentStore) Create(ctx context.Context, l *leaseelection.Lease) (created *leaseelection.Lease, err error) {
 	err = s.last.write(s.writes, func() error { created, err = s.Client.Create(ctx, l); return err })
 	return created, err
 }
@@ -193,9 +194,9 @@ func startCandidate(ctx context.Context, client string, pods *framework.PodClien
 	// The rate limit the agent gives its client for one election (internal/agent's apiRateLimit): twice
 	// its steady renewals, and a burst of 5.
 	api.SetRateLimit(2/timing.RetryPeriod.Seconds(), 5)
-	store := &agentStore{Client: lease.NewClient(api), last: last, writes: w}
-	elector, err := lease.NewElector(lease.Config{
-		Client: store, Namespace: namespace, Name: leaseName, Identity: identity,
+	store := &agentStore{Client: leaseelection.NewClient(api), last: last, writes: w}
+	elector, err := leaseelection.NewElector(leaseelection.Config{
+		Lock: leaseelection.LeaseLock{Store: store}, Namespace: namespace, Name: leaseName, Identity: identity,
 		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: log,
 	})
 	if err != nil {

@@ -1,5 +1,5 @@
 // Command electionload measures what elections cost as they grow: for each number of leases asked for, it
-// runs -candidates electors per lease in this process (the agent's own lease.Elector and lease.Client, a
+// runs -candidates electors per lease in this process (the agent's own leaseelection.Elector and Client, a
 // pod identity each, impersonating its pod's service account with the pod-name and pod-uid extras a
 // pod-bound token carries), against a real API server, with leasegate-webhook's lease guard judging every
 // write. Leaders renew once per retry period, so the API server's write load is leases / P: at the default

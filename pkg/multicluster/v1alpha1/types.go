@@ -17,15 +17,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // GroupVersion is the API's group and version.
-var GroupVersion = schema.GroupVersion{Group: "leasegate.io", Version: "v1alpha1"}
+var GroupVersion = schema.GroupVersion{Group: contract.MultiClusterLeaseGroup, Version: contract.MultiClusterLeaseVersion}
 
 const (
 	// Kind and Resource name the API in RBAC, webhooks and REST paths.
-	Kind     = "MultiClusterLease"
-	Resource = "multiclusterleases"
+	Kind     = contract.LeaseKindMultiClusterLease
+	Resource = contract.MultiClusterLeaseResource
 	// MinLeaseDurationSeconds is the shortest lease duration a candidate may claim with (the CRD's
 	// validation says so too): the lease duration is the global backend's TTL.
 	MinLeaseDurationSeconds = 2

@@ -1,16 +1,16 @@
-package lease
+package leaseelection
 
 import (
 	"context"
 )
 
-// Store is what an Elector elects through: one lease-shaped object, read, written with a compare-and-swap
+// Store is what a Lock reads and writes: one lease-shaped object, read, written with a compare-and-swap
 // on resourceVersion, and watched. Client implements it for Leases and for the spec of MultiClusterLeases.
 type Store interface {
 	Get(ctx context.Context, namespace, name string) (*Lease, error)
-	Create(ctx context.Context, lease *Lease) (*Lease, error)
-	// Update writes lease if its resourceVersion is still current; a stale one fails with a Conflict.
-	Update(ctx context.Context, lease *Lease) (*Lease, error)
+	Create(ctx context.Context, l *Lease) (*Lease, error)
+	// Update writes l if its resourceVersion is still current; a stale one fails with a Conflict.
+	Update(ctx context.Context, l *Lease) (*Lease, error)
 	// List reads the lease of this name, nil when there is none, and the resourceVersion a watch of it
 	// starts from.
 	List(ctx context.Context, namespace, name string) (lease *Lease, resourceVersion string, err error)

@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // cuttableStore is one candidate's view of a shared lease: cut, its writes fail as if it were cut off
@@ -46,9 +47,9 @@ func (r *terms) elector(store Store, clock *clocktesting.FakeClock, identity str
 	r.t.Helper()
 	var leading bool
 	e, err := NewElector(Config{
-		Client: store, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
+		Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
 		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(),
-		OnChange: func(s Status) {
+		OnChange: func(s lease.Status) {
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if last, ok := r.seen[identity]; ok && s.FencingToken < last {
@@ -158,7 +159,7 @@ func TestFencingTokenGrowsWithEveryAcquisition(t *testing.T) {
 // TestFencingTokenOfAMultiClusterLeaseIsTheControllersTerm: on a MultiClusterLease, the token is the
 // election controller's status.fencingToken, whatever the spec's count of local candidates says.
 func TestFencingTokenOfAMultiClusterLeaseIsTheControllersTerm(t *testing.T) {
-	e, err := NewElector(Config{Client: &memStore{}, MultiCluster: true, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming, Log: logr.Discard()})
+	e, err := NewElector(Config{Lock: &MultiClusterLeaseLock{Store: &memStore{}}, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming, Log: logr.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

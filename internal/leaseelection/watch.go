@@ -1,13 +1,46 @@
-package lease
+package leaseelection
 
 import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync/atomic"
 	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
 )
+
+// leaseWatch keeps the latest version of one lease and says when it changed. It replaces client-go's
+// informer, whose reflector this needs a small part of. It reports what it saw and nothing more: the
+// elector reads it and decides.
+type leaseWatch struct {
+	store           Store
+	namespace, name string
+	// retryPeriod is the election's: the window over which expired watches spread their new lists.
+	retryPeriod time.Duration
+	clock       clock.Clock
+	log         logr.Logger
+
+	// observed is the latest version of the lease the watch delivered (nil before the first, and after a
+	// delete); synced is set once it has listed the lease, watching while a watch stream is open, listedAt
+	// (Unix nanoseconds) when it last listed it.
+	observed atomic.Pointer[Lease]
+	synced   atomic.Bool
+	watching atomic.Bool
+	listedAt atomic.Int64
+}
+
+// latest is the latest version of the lease seen, nil before the first and after a delete.
+func (w *leaseWatch) latest() *Lease { return w.observed.Load() }
+
+// fresh reports whether latest is current enough to write on: a watch stream is open, or the lease was
+// listed within the last window.
+func (w *leaseWatch) fresh(window time.Duration) bool {
+	return w.watching.Load() || w.clock.Since(time.Unix(0, w.listedAt.Load())) < window
+}
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
 // watchBackoffMax, each with up to as much again of jitter so that thousands of agents cut off by an API
@@ -34,13 +67,13 @@ func relistWindow(retryPeriod, backoff time.Duration) time.Duration {
 	return max(retryPeriod, backoff)
 }
 
-// watch keeps e.observed current and signals changed after each change, until ctx ends: it lists the
-// lease by name, then watches it from the list's resourceVersion, resuming from the last version seen
-// (bookmarks included) when the server ends a watch, and listing again when that version has expired.
-// It replaces client-go's informer, whose reflector this needs a small part of.
-func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
-	notify := func(lease *Lease) {
-		e.observed.Store(lease)
+// run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
+// name, then watches it from the list's resourceVersion, resuming from the last version seen (bookmarks
+// included) when the server ends a watch, and listing again when that version has expired.
+func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
+	label := w.namespace + "/" + w.name
+	notify := func(l *Lease) {
+		w.observed.Store(l)
 		select {
 		case changed <- struct{}{}:
 		default:
@@ -60,13 +93,13 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 		// listed in a tight loop.
 		var delay time.Duration
 		if kubeclient.IsResourceExpired(err) {
-			delay = watchRetryDelay(backoff, retryAfter, rand.N(relistWindow(e.cfg.Timing.RetryPeriod, backoff)))
-			e.cfg.Log.V(1).Info("The lease's watch expired; listing it again", "lease", e.name, "in", delay)
+			delay = watchRetryDelay(backoff, retryAfter, rand.N(relistWindow(w.retryPeriod, backoff)))
+			w.log.V(1).Info("The lease's watch expired; listing it again", "lease", label, "in", delay)
 		} else {
 			delay = watchRetryDelay(backoff, retryAfter, rand.N(backoff))
-			e.cfg.Log.Error(err, "Watching the lease failed; retrying", "lease", e.name, "in", delay)
+			w.log.Error(err, "Watching the lease failed; retrying", "lease", label, "in", delay)
 		}
-		t := e.clock.NewTimer(delay)
+		t := w.clock.NewTimer(delay)
 		defer t.Stop()
 		select {
 		case <-ctx.Done():
@@ -78,17 +111,17 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 	var resourceVersion string // "" lists first
 	for ctx.Err() == nil {
 		if resourceVersion == "" {
-			l, rv, err := e.cfg.Client.List(ctx, e.cfg.Namespace, e.cfg.Name)
+			l, rv, err := w.store.List(ctx, w.namespace, w.name)
 			if err != nil {
 				wait(err)
 				continue
 			}
 			resourceVersion = rv
-			e.listedAt.Store(e.clock.Now().UnixNano())
-			e.synced.Store(true)
+			w.listedAt.Store(w.clock.Now().UnixNano())
+			w.synced.Store(true)
 			notify(l)
 		}
-		progressed, err := e.watchFrom(ctx, &resourceVersion, notify)
+		progressed, err := w.watchFrom(ctx, &resourceVersion, notify)
 		if progressed {
 			backoff = watchBackoffMin
 		}
@@ -106,14 +139,14 @@ func (e *Elector) watch(ctx context.Context, changed chan<- struct{}) {
 // error, or errShortWatch for a watch that ended at once without an event (a proxy that closes
 // it, say), which client-go's reflector counts as failed too: resumed at once, it would be asked again in
 // a tight loop.
-func (e *Elector) watchFrom(ctx context.Context, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
-	events, err := e.cfg.Client.Watch(ctx, e.cfg.Namespace, e.cfg.Name, *resourceVersion)
+func (w *leaseWatch) watchFrom(ctx context.Context, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
+	events, err := w.store.Watch(ctx, w.namespace, w.name, *resourceVersion)
 	if err != nil {
 		return false, err
 	}
-	e.watching.Store(true)
-	defer e.watching.Store(false)
-	started := e.clock.Now()
+	w.watching.Store(true)
+	defer w.watching.Store(false)
+	started := w.clock.Now()
 	for event := range events {
 		if event.Type == Error {
 			return progressed, event.Err // the last event: the stream ends with it
@@ -127,7 +160,7 @@ func (e *Elector) watchFrom(ctx context.Context, resourceVersion *string, notify
 			notify(nil)
 		}
 	}
-	if !progressed && e.clock.Since(started) < minWatchDuration {
+	if !progressed && w.clock.Since(started) < minWatchDuration {
 		return false, errShortWatch
 	}
 	return progressed, nil

@@ -1,8 +1,8 @@
-// Package leasev1 judges coordination.k8s.io/v1 Leases with package lease's judgement. It is apart from
-// package lease so that the agent, which reads and writes Leases with lease's own small types, never
-// links the Kubernetes API types; the webhook and the plugin, which hold k8s.io/api Leases from their
-// caches, judge them here.
-package leasev1
+// Package leaseapi judges the Kubernetes API's own Lease type (k8s.io/api coordination/v1) with package
+// lease's judgement. It is apart from package lease so that the agent, which reads and writes Leases with
+// lease's own small types, never links the Kubernetes API types; the webhook and the plugin, which hold
+// k8s.io/api Leases from their caches, judge them here.
+package leaseapi
 
 import (
 	"time"

@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"context"
@@ -13,62 +13,36 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // releaseTimeout bounds the write that hands the lease back on shutdown. The agent must exit within a
 // second of SIGTERM; a release that cannot land by then is left to expire.
 const releaseTimeout = 500 * time.Millisecond
 
-// Status is what an elector knows about its lease, as the agent publishes it.
-type Status struct {
-	// Lease is "<namespace>/<name>".
-	Lease string `json:"lease"`
-	// Holder is the identity the lease names, "" when it is released or not yet observed.
-	Holder string `json:"holder"`
-	// IsLeader is true only while this elector holds the lease and may act.
-	IsLeader bool `json:"isLeader"`
-	// Since is when the current holder acquired the lease.
-	Since *time.Time `json:"since,omitempty"`
-	// Transitions is the lease's own count of changes of holder.
-	Transitions int32 `json:"transitions"`
-	// FencingToken identifies the holder's term, and is the same for everyone who reads the lease: for a
-	// Lease its leaseTransitions, which every acquisition raises by one (the lease guard refuses a pod's
-	// write that lowers it, skips a number, or changes the holder without raising it); for a
-	// MultiClusterLease its status.fencingToken, 0 while nobody leads globally. While a Lease is
-	// released it is the last term's: the next holder's is higher.
-	FencingToken int64 `json:"fencingToken"`
-	// Handover is the handover asked on the lease (kubectl leasegate handover), nil when none is.
-	Handover *Handover `json:"handover,omitempty"`
-	// GlobalHolder is, for a MultiClusterLease, the candidate that leads across clusters as this cluster's
-	// election controller last answered ("" when nobody does); Holder is then this cluster's candidate.
-	GlobalHolder string `json:"globalHolder,omitempty"`
-}
-
-// Config is what an Elector needs. Client, Namespace, Name and Identity are required.
+// Config is what an Elector needs. Lock, Namespace, Name and Identity are required.
 type Config struct {
-	Client    Store
+	// Lock is the lease the elector elects on: a LeaseLock, or a MultiClusterLeaseLock, on which winning
+	// the local election is not enough (see MultiClusterLeaseLock).
+	Lock      Lock
 	Namespace string
 	Name      string
 	Identity  string
-	Timing    Timing
-	// ClockSkewMargin is added to the lease duration when judging someone else's lease (see Judge).
+	Timing    lease.Timing
+	// ClockSkewMargin is added to the lease duration when judging someone else's lease (see lease.Judge).
 	ClockSkewMargin time.Duration
-	// MultiCluster: the Client is a MultiClusterLease client (NewMultiClusterClient), and winning the local
-	// election is not enough. The elector leads only while the election controller has confirmed one of
-	// its heartbeats naming it global leader, for ConfirmedFor after that heartbeat's write began.
-	MultiCluster bool
 	// OnChange is called, from the election loop, every time Status changes. It must not block.
-	OnChange func(Status)
+	OnChange func(lease.Status)
 	// OnTakeover is called, from the election loop, each time the elector takes the lease from another
 	// holder, with how that holder left. It must not block.
-	OnTakeover func(Takeover)
+	OnTakeover func(lease.Takeover)
 	Log        logr.Logger
 	// Clock is what the elector reads the time from and arms its timer on; nil is the real clock (the
 	// unit tests step a fake one).
 	Clock clock.Clock
 }
 
-// Elector runs a leader election on one Lease.
+// Elector runs a leader election on one lease.
 //
 // It speaks client-go's leaderelection protocol, so it interoperates with client-go and
 // controller-runtime electors on the same lease: every write is a compare-and-swap on resourceVersion; a
@@ -82,13 +56,8 @@ type Elector struct {
 	name  string // "<namespace>/<name>", for logs and Status
 	clock clock.Clock
 
-	// observed is the latest version of the lease the watch delivered (nil before the first, and after a
-	// delete); synced is set once the watch has listed it, watching while a watch stream is open, listedAt
-	// (Unix nanoseconds) when it last listed it.
-	observed atomic.Pointer[Lease]
-	synced   atomic.Bool
-	watching atomic.Bool
-	listedAt atomic.Int64
+	// watch keeps the latest version of the lease; the loop decides what it means.
+	watch *leaseWatch
 
 	// Loop-owned election state. current is the latest version of the lease this elector read or wrote:
 	// the base of its next compare-and-swap.
@@ -113,28 +82,23 @@ type Elector struct {
 	// (SIGSTOP, a stalled node) must not answer "leader" from stale state the moment it resumes.
 	leaderUntil atomic.Int64
 
-	// MultiCluster only: writes are this elector's latest heartbeats (loop-owned), confirmed (Unix
-	// nanoseconds) the end of the term the controller's answers grant it.
-	writes    []heartbeat
-	confirmed atomic.Int64
-
 	mu     sync.Mutex
-	status Status
+	status lease.Status
 }
 
 // NewElector validates cfg and returns an elector that has not started.
 func NewElector(cfg Config) (*Elector, error) {
-	if cfg.Client == nil || cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "" {
-		return nil, errors.New("lease: an elector needs a client, a lease namespace and name, and an identity")
+	if cfg.Lock == nil || cfg.Namespace == "" || cfg.Name == "" || cfg.Identity == "" {
+		return nil, errors.New("leaseelection: an elector needs a lock, a lease namespace and name, and an identity")
 	}
 	if err := cfg.Timing.Validate(); err != nil {
 		return nil, err
 	}
 	if cfg.OnChange == nil {
-		cfg.OnChange = func(Status) {}
+		cfg.OnChange = func(lease.Status) {}
 	}
 	if cfg.OnTakeover == nil {
-		cfg.OnTakeover = func(Takeover) {}
+		cfg.OnTakeover = func(lease.Takeover) {}
 	}
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
@@ -144,16 +108,18 @@ func NewElector(cfg Config) (*Elector, error) {
 		cfg:    cfg,
 		name:   name,
 		clock:  cfg.Clock,
-		status: Status{Lease: name},
+		watch:  &leaseWatch{store: cfg.Lock, namespace: cfg.Namespace, name: cfg.Name, retryPeriod: cfg.Timing.RetryPeriod, clock: cfg.Clock, log: cfg.Log},
+		status: lease.Status{Lease: name},
 	}, nil
 }
 
 // Status returns a snapshot of what the elector knows.
-func (e *Elector) Status() Status {
+func (e *Elector) Status() lease.Status {
 	e.mu.Lock()
 	s := e.status
 	e.mu.Unlock()
-	if now := e.clock.Now().UnixNano(); s.IsLeader && (now >= e.leaderUntil.Load() || e.cfg.MultiCluster && now >= e.confirmed.Load()) {
+	termEnd, bounded := e.cfg.Lock.termEnd()
+	if now := e.clock.Now().UnixNano(); s.IsLeader && (now >= e.leaderUntil.Load() || bounded && now >= termEnd) {
 		s.IsLeader = false
 	}
 	return s
@@ -161,7 +127,7 @@ func (e *Elector) Status() Status {
 
 // LastRenewal is the renewTime of the lease as last observed, zero before the first observation.
 func (e *Elector) LastRenewal() time.Time {
-	if l := e.observed.Load(); l != nil {
+	if l := e.watch.latest(); l != nil {
 		return l.Spec.RenewTime.Time
 	}
 	return time.Time{}
@@ -170,21 +136,21 @@ func (e *Elector) LastRenewal() time.Time {
 // Expiry is when the lease as last observed could change hands: never before its expiry (renewTime +
 // duration + clock skew margin) while someone holds it; zero when it is released or not yet observed.
 func (e *Elector) Expiry() time.Time {
-	l := e.observed.Load()
+	l := e.watch.latest()
 	if l == nil {
 		return time.Time{}
 	}
-	return Judge(&l.Spec, e.clock.Now(), e.cfg.ClockSkewMargin).ExpiresAt
+	return lease.Judge(&l.Spec, e.clock.Now(), e.cfg.ClockSkewMargin).ExpiresAt
 }
 
 // Synced reports whether the watch has listed the lease at least once: the elector has reached the API
 // server and knows who leads.
-func (e *Elector) Synced() bool { return e.synced.Load() }
+func (e *Elector) Synced() bool { return e.watch.synced.Load() }
 
 // Run takes part in the election until ctx ends, then stops leading and releases the lease if it holds it.
 func (e *Elector) Run(ctx context.Context) {
 	changed := make(chan struct{}, 1)
-	go e.watch(ctx, changed)
+	go e.watch.run(ctx, changed)
 	defer e.release()
 
 	// The first act waits for the watch's first list (it comes through changed), up to a retry period:
@@ -193,7 +159,7 @@ func (e *Elector) Run(ctx context.Context) {
 	// does not come in time leaves the first act to read the lease itself.
 	timer := e.clock.NewTimer(e.cfg.Timing.RetryPeriod)
 	defer timer.Stop()
-	// lapse fires when a confirmed global term runs out (MultiCluster only): nothing else may happen
+	// lapse fires when a confirmed global term runs out (a MultiClusterLeaseLock's): nothing else may happen
 	// then (a leader cut off from the global backend still renews its cluster's spec), and the step-down
 	// must reach the log, the metric and the status file at that instant, as Status already says it.
 	lapse := e.clock.NewTimer(time.Hour)
@@ -238,13 +204,13 @@ func (e *Elector) actNow(ctx context.Context) time.Duration {
 // or, for a leader, someone else wrote it), after wait (a follower's expiry timer), or leave the timer
 // alone (wait 0, now false).
 func (e *Elector) react() (wait time.Duration, now bool) {
-	observed := e.observed.Load()
+	observed := e.watch.latest()
 	e.known = observed
 	if observed == nil {
 		// The lease was deleted: a follower may create it.
 		return 0, !e.leading
 	}
-	j := Judge(&observed.Spec, e.clock.Now(), e.cfg.ClockSkewMargin)
+	j := lease.Judge(&observed.Spec, e.clock.Now(), e.cfg.ClockSkewMargin)
 	if e.leading {
 		if j.Holder == e.cfg.Identity && e.handoverAsked(observed) {
 			e.handOver(observed)
@@ -252,7 +218,7 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		}
 		// Our own renewals come back through the watch. Anything else is checked by renewing at once:
 		// the compare-and-swap fails if someone else really wrote the lease.
-		if j.Holder == e.cfg.Identity && e.cfg.MultiCluster {
+		if j.Holder == e.cfg.Identity && e.cfg.Lock.answersHolder() {
 			e.publish(observed, true) // the controller's answer to a heartbeat
 		}
 		return 0, j.Holder != e.cfg.Identity
@@ -266,11 +232,11 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 
 // mayTake reports whether this elector may take the lease judged j now, or else how long until it should
 // look again: the lease expires, or a handover for another candidate stops barring it.
-func (e *Elector) mayTake(l *Lease, j Judgement, now time.Time) (time.Duration, bool) {
+func (e *Elector) mayTake(l *Lease, j lease.Judgement, now time.Time) (time.Duration, bool) {
 	if !j.Acquirable(e.cfg.Identity) {
 		return j.ExpiresAt.Sub(now), false
 	}
-	if h, ok := HandoverOf(l.Annotations); ok && !e.cfg.MultiCluster {
+	if h, ok := e.cfg.Lock.handover(l); ok {
 		if until, barred := h.Bars(j, &l.Spec, e.cfg.Identity, now, e.cfg.ClockSkewMargin); barred {
 			return until.Sub(now), false
 		}
@@ -279,10 +245,10 @@ func (e *Elector) mayTake(l *Lease, j Judgement, now time.Time) (time.Duration, 
 }
 
 // handoverAsked reports whether l, a lease this elector holds, carries a handover that asks it to step
-// down. MultiClusterLeases have no handover: their term is the election controller's to grant.
+// down.
 func (e *Elector) handoverAsked(l *Lease) bool {
-	h, ok := HandoverOf(l.Annotations)
-	return ok && !e.cfg.MultiCluster && h.AsksToStepDown(e.cfg.Identity)
+	h, ok := e.cfg.Lock.handover(l)
+	return ok && h.AsksToStepDown(e.cfg.Identity)
 }
 
 // act renews (leader) or tries to acquire (follower), and returns how long to wait before acting again.
@@ -305,8 +271,8 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	// no lease) is the base for the compare-and-swap, which saves a read on the failover path and at
 	// start; if the copy is stale the write conflicts and the next attempt reads first. While the watch is
 	// down (an API server restart), each attempt reads the lease first.
-	base := e.observed.Load()
-	fresh := e.watching.Load() || e.clock.Since(time.Unix(0, e.listedAt.Load())) < retry
+	base := e.watch.latest()
+	fresh := e.watch.fresh(retry)
 	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
 	}
@@ -318,7 +284,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		// released while the watch is down is taken when the copy's term would have ended (within the
 		// takeover budget), not at once.
 		now := e.clock.Now()
-		if wait, ok := e.mayTake(e.known, Judge(&e.known.Spec, now, e.cfg.ClockSkewMargin), now); !ok {
+		if wait, ok := e.mayTake(e.known, lease.Judge(&e.known.Spec, now, e.cfg.ClockSkewMargin), now); !ok {
 			return wait
 		}
 	}
@@ -332,7 +298,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	} else if !fresh || e.readFirst {
 		e.readFirst = false
 		var err error
-		base, err = e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
+		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
 			e.known = nil
 			return e.create(reqCtx)
@@ -345,7 +311,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	}
 
 	now := e.clock.Now()
-	j := Judge(&base.Spec, now, e.cfg.ClockSkewMargin)
+	j := lease.Judge(&base.Spec, now, e.cfg.ClockSkewMargin)
 	if wait, ok := e.mayTake(base, j, now); !ok {
 		return min(retry, wait)
 	}
@@ -359,13 +325,13 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	}
 	next := base.Clone()
 	next.Spec = e.spec(now, acquired, transitions)
-	ClearHandover(next) // taken: the request, if any, is done
-	updated, err := e.cfg.Client.Update(reqCtx, next)
+	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
+	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if err != nil {
 		return e.failedAttempt(err, "take")
 	}
-	e.wrote(updated, now)
-	if kind, ok := TakeoverOf(base, j, e.cfg.Identity); ok {
+	e.cfg.Lock.wrote(updated, now)
+	if kind, ok := lease.TakeoverOf(base.Annotations, j, e.cfg.Identity); ok {
 		e.cfg.OnTakeover(kind)
 	}
 	e.becomeLeader(now, updated)
@@ -374,11 +340,11 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 
 func (e *Elector) create(ctx context.Context) time.Duration {
 	now := e.clock.Now()
-	created, err := e.cfg.Client.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
+	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
 	if err != nil {
 		return e.failedAttempt(err, "create")
 	}
-	e.wrote(created, now)
+	e.cfg.Lock.wrote(created, now)
 	e.becomeLeader(now, created)
 	return e.cfg.Timing.RetryPeriod
 }
@@ -402,11 +368,11 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		acquired = now
 	}
 	next.Spec = e.spec(now, acquired, e.current.Spec.LeaseTransitions)
-	updated, err := e.cfg.Client.Update(kubeclient.Unlimited(reqCtx), next)
+	updated, err := e.cfg.Lock.Update(kubeclient.Unlimited(reqCtx), next)
 	if err == nil {
-		e.wrote(updated, now)
+		e.cfg.Lock.wrote(updated, now)
 		e.renewed(now, updated)
-		if e.cfg.MultiCluster {
+		if e.cfg.Lock.answersHolder() {
 			e.publish(updated, true)
 		}
 		return e.cfg.Timing.RetryPeriod
@@ -414,7 +380,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	if kubeclient.IsConflict(err) {
 		// Someone else wrote the lease since our last write. Read it: if it still names us (a label
 		// edit, say), renew on the fresh version at once; otherwise we have lost it.
-		current, getErr := e.cfg.Client.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
+		current, getErr := e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if getErr == nil {
 			e.current, e.known = current, current
 			if holder := current.Spec.HolderIdentity; holder != e.cfg.Identity {
@@ -459,7 +425,7 @@ func (e *Elector) release() {
 
 // handOver steps down as the handover request on l asks, and releases the lease for its target.
 func (e *Elector) handOver(l *Lease) {
-	h, _ := HandoverOf(l.Annotations)
+	h, _ := e.cfg.Lock.handover(l)
 	to := h.To
 	if to == "" {
 		to = "any other candidate"
@@ -483,9 +449,9 @@ func (e *Elector) writeReleased(base *Lease, handover bool) {
 		next.Spec.HolderIdentity = ""
 		if !handover {
 			next.Spec.LeaseDurationSeconds = 1
-			ClearHandover(next)
+			lease.ClearHandover(next.Annotations)
 		}
-		_, err := e.cfg.Client.Update(ctx, next)
+		_, err := e.cfg.Lock.Update(ctx, next)
 		if err == nil {
 			e.cfg.Log.Info("Released the lease", "lease", e.name, "handover", handover)
 			return
@@ -493,7 +459,7 @@ func (e *Elector) writeReleased(base *Lease, handover bool) {
 		if kubeclient.IsConflict(err) {
 			// Our copy is stale: a renewal that timed out on our side may have landed. Release the
 			// current version if it still names us; never release someone else's lease.
-			if base, err = e.cfg.Client.Get(ctx, e.cfg.Namespace, e.cfg.Name); err == nil {
+			if base, err = e.cfg.Lock.Get(ctx, e.cfg.Namespace, e.cfg.Name); err == nil {
 				if base.Spec.HolderIdentity != e.cfg.Identity {
 					return
 				}
@@ -506,34 +472,33 @@ func (e *Elector) writeReleased(base *Lease, handover bool) {
 }
 
 // spec is the lease this elector writes as holder.
-func (e *Elector) spec(renew, acquired time.Time, transitions int32) Spec {
-	return Spec{
+func (e *Elector) spec(renew, acquired time.Time, transitions int32) lease.Spec {
+	return lease.Spec{
 		HolderIdentity:       e.cfg.Identity,
 		LeaseDurationSeconds: int32(e.cfg.Timing.LeaseDuration / time.Second),
-		AcquireTime:          MicroTime{acquired},
-		RenewTime:            MicroTime{renew},
+		AcquireTime:          lease.MicroTime{Time: acquired},
+		RenewTime:            lease.MicroTime{Time: renew},
 		LeaseTransitions:     transitions,
 	}
 }
 
-func (e *Elector) becomeLeader(renewed time.Time, lease *Lease) {
+func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.leading = true
 	e.shed, e.holdUntil = 0, time.Time{}
-	e.renewed(renewed, lease)
-	e.publish(lease, true)
+	e.renewed(renewed, l)
+	e.publish(l, true)
 }
 
 // renewed records a successful write as holder; renewTime is the time the write was started.
-func (e *Elector) renewed(renewTime time.Time, lease *Lease) {
-	e.current, e.known, e.lastRenew = lease, lease, renewTime
+func (e *Elector) renewed(renewTime time.Time, l *Lease) {
+	e.current, e.known, e.lastRenew = l, l, renewTime
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
 
 func (e *Elector) stepDown(reason string) {
 	e.leading = false
 	e.leaderUntil.Store(0)
-	e.confirmed.Store(0)
-	e.writes = e.writes[:0]
+	e.cfg.Lock.forgetTerm()
 	e.mu.Lock()
 	wasLeader := e.status.IsLeader
 	e.status.IsLeader = false
@@ -549,10 +514,11 @@ func (e *Elector) stepDown(reason string) {
 	e.cfg.OnChange(status)
 }
 
-// termLeft is, for a multi-cluster elector that leads globally, how long its confirmed term has left
-// (ok false when it does not lead).
+// termLeft is, for an elector whose lock grants terms and that leads, how long its confirmed term has
+// left (ok false when it does not lead).
 func (e *Elector) termLeft() (time.Duration, bool) {
-	if !e.cfg.MultiCluster {
+	termEnd, bounded := e.cfg.Lock.termEnd()
+	if !bounded {
 		return 0, false
 	}
 	e.mu.Lock()
@@ -561,13 +527,14 @@ func (e *Elector) termLeft() (time.Duration, bool) {
 	if !leading {
 		return 0, false
 	}
-	return max(time.Duration(e.confirmed.Load()-e.clock.Now().UnixNano()), 0), true
+	return max(time.Duration(termEnd-e.clock.Now().UnixNano()), 0), true
 }
 
 // judgeTerm publishes the end of a confirmed global term that ran out with no new answer.
 func (e *Elector) judgeTerm() {
+	termEnd, _ := e.cfg.Lock.termEnd()
 	e.mu.Lock()
-	if !e.status.IsLeader || e.clock.Now().UnixNano() < e.confirmed.Load() {
+	if !e.status.IsLeader || e.clock.Now().UnixNano() < termEnd {
 		e.mu.Unlock()
 		return
 	}
@@ -586,63 +553,16 @@ func (e *Elector) termEnded(globalHolder string) string {
 	return fmt.Sprintf("no heartbeat was confirmed for the renew deadline (%s)", e.cfg.Timing.RenewDeadline)
 }
 
-// maxHeartbeats is how many of its latest writes a multi-cluster elector remembers: the controller
-// answers within a renewal or two, or the term lapses anyway.
-const maxHeartbeats = 8
-
-// wrote records a write of a multi-cluster elector, started at started, for the controller's answer.
-func (e *Elector) wrote(lease *Lease, started time.Time) {
-	if !e.cfg.MultiCluster {
-		return
-	}
-	if len(e.writes) == maxHeartbeats {
-		e.writes = append(e.writes[:0], e.writes[1:]...)
-	}
-	e.writes = append(e.writes, heartbeat{generation: lease.Generation, started: started})
-}
-
-// confirm reads the controller's answer on lease and extends (or, if it names someone else for our
-// latest write, ends) the term it grants.
-func (e *Elector) confirm(lease *Lease) {
-	holder, observed, ok := globalAnswer(lease)
-	if !ok || len(e.writes) == 0 {
-		return
-	}
-	if holder != e.cfg.Identity && observed >= e.writes[len(e.writes)-1].generation {
-		e.confirmed.Store(0)
-		return
-	}
-	if until := confirmedUntil(lease, e.cfg.Identity, e.writes, e.cfg.Timing.RenewDeadline).UnixNano(); until > e.confirmed.Load() {
-		e.confirmed.Store(until)
-	}
-}
-
 // publish records the holder a lease names and whether we lead, and reports a change.
-func (e *Elector) publish(lease *Lease, leading bool) {
-	next := Status{
+func (e *Elector) publish(l *Lease, leading bool) {
+	next := lease.Status{
 		Lease:       e.name,
-		Holder:      lease.Spec.HolderIdentity,
+		Holder:      l.Spec.HolderIdentity,
 		IsLeader:    leading,
-		Transitions: lease.Spec.LeaseTransitions,
-		// A MultiClusterLease's term is the election controller's, below.
-		FencingToken: int64(lease.Spec.LeaseTransitions),
+		Transitions: l.Spec.LeaseTransitions,
 	}
-	if h, asked := HandoverOf(lease.Annotations); asked && !e.cfg.MultiCluster {
-		next.Handover = &h
-	}
-	if e.cfg.MultiCluster {
-		next.FencingToken = 0
-		if lease.Global != nil {
-			next.FencingToken = lease.Global.FencingToken
-		}
-		// Leading this cluster's election is candidacy; leading means the controller confirmed it.
-		next.GlobalHolder, _, _ = globalAnswer(lease)
-		if leading {
-			e.confirm(lease)
-			next.IsLeader = e.clock.Now().UnixNano() < e.confirmed.Load()
-		}
-	}
-	if t := lease.Spec.AcquireTime; !t.IsZero() && next.Holder != "" {
+	e.cfg.Lock.describe(&next, l, e.cfg.Identity, e.cfg.Timing.RenewDeadline, e.clock)
+	if t := l.Spec.AcquireTime; !t.IsZero() && next.Holder != "" {
 		since := t.Time
 		next.Since = &since
 	}
@@ -698,7 +618,7 @@ func (e *Elector) failedAttempt(err error, what string) time.Duration {
 // the server's Retry-After, plus up to half as much again of jitter (jitter(d) draws from [0, d)), so the
 // followers shed together do not return together. The leaders keep renewing on their retry period, and
 // the server's capacity that the followers give up goes to them.
-func followerBackoff(t Timing, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+func followerBackoff(t lease.Timing, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	backoff := t.RetryPeriod
 	for i := 1; i < n && backoff < t.LeaseDuration; i++ {
 		backoff *= 2

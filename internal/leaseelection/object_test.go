@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"encoding/json"
@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // A Lease as the API server sends it, with fields the elector does not read.
@@ -28,10 +31,10 @@ const servedLease = `{
 
 func TestLeaseReadsWhatTheElectorNeeds(t *testing.T) {
 	l := decodeLease(t, []byte(servedLease))
-	want := Spec{
+	want := lease.Spec{
 		HolderIdentity: "a-0_ua", LeaseDurationSeconds: 15, LeaseTransitions: 7,
-		AcquireTime: MicroTime{time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)},
-		RenewTime:   MicroTime{time.Date(2026, 11, 24, 10, 5, 0, 123456000, time.UTC)},
+		AcquireTime: lease.MicroTime{Time: time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)},
+		RenewTime:   lease.MicroTime{Time: time.Date(2026, 11, 24, 10, 5, 0, 123456000, time.UTC)},
 	}
 	if l.Name != "orders" || l.Namespace != "shop" || l.ResourceVersion != "42" || l.Generation != 3 {
 		t.Errorf("metadata: %s/%s at %s generation %d", l.Namespace, l.Name, l.ResourceVersion, l.Generation)
@@ -43,7 +46,7 @@ func TestLeaseReadsWhatTheElectorNeeds(t *testing.T) {
 	if l.Spec != want {
 		t.Errorf("spec %+v, want %+v", l.Spec, want)
 	}
-	if h, ok := HandoverOf(l.Annotations); !ok || h.From != "a-0_ua" {
+	if h, ok := lease.HandoverOf(l.Annotations); !ok || h.From != "a-0_ua" {
 		t.Errorf("the handover request was not read: %v", l.Annotations)
 	}
 	if l.Global != nil {
@@ -57,9 +60,9 @@ func TestLeaseWritesBackWhatItDoesNotRead(t *testing.T) {
 	l := decodeLease(t, []byte(servedLease))
 	renewal := time.Date(2026, 11, 24, 10, 5, 2, 987654321, time.UTC)
 	next := l.Clone()
-	next.Spec = Spec{HolderIdentity: "a-0_ua", LeaseDurationSeconds: 15, AcquireTime: l.Spec.AcquireTime, RenewTime: MicroTime{renewal}, LeaseTransitions: 7}
-	ClearHandover(next)
-	if _, ok := HandoverOf(l.Annotations); !ok {
+	next.Spec = lease.Spec{HolderIdentity: "a-0_ua", LeaseDurationSeconds: 15, AcquireTime: l.Spec.AcquireTime, RenewTime: lease.MicroTime{Time: renewal}, LeaseTransitions: 7}
+	lease.ClearHandover(next.Annotations)
+	if _, ok := lease.HandoverOf(l.Annotations); !ok {
 		t.Fatal("changing a clone's annotations changed the original's")
 	}
 	data, err := json.Marshal(next)
@@ -94,7 +97,7 @@ func TestLeaseWritesBackWhatItDoesNotRead(t *testing.T) {
 }
 
 func TestReleasedLeaseWritesAnEmptyHolder(t *testing.T) {
-	data, err := json.Marshal(&Lease{Namespace: "shop", Name: "orders", Spec: Spec{LeaseDurationSeconds: 1, RenewTime: MicroTime{time.Unix(1, 0)}}})
+	data, err := json.Marshal(&Lease{Namespace: "shop", Name: "orders", Spec: lease.Spec{LeaseDurationSeconds: 1, RenewTime: lease.MicroTime{Time: time.Unix(1, 0)}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +119,7 @@ func TestMultiClusterLeaseCarriesTheControllersAnswer(t *testing.T) {
 	if holder, observed, ok := globalAnswer(l); !ok || holder != "b-0_ub" || observed != 11 {
 		t.Errorf("globalAnswer() = %q, %d, %v", holder, observed, ok)
 	}
-	data, err := json.Marshal(l.typed(multiClusterLeaseAPIVersion, multiClusterLeaseKind))
+	data, err := json.Marshal(l.typed(multiClusterLeaseAPIVersion, contract.LeaseKindMultiClusterLease))
 	if err != nil {
 		t.Fatal(err)
 	}

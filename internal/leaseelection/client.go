@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"context"
@@ -12,14 +12,14 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/kubeclient"
 )
 
-// The resources a Client reads and writes.
+// The API versions of the resources a Client reads and writes.
 const (
 	leaseAPIVersion             = "coordination.k8s.io/v1"
-	multiClusterLeaseAPIVersion = "leasegate.io/v1alpha1"
-	multiClusterLeaseKind       = "MultiClusterLease"
+	multiClusterLeaseAPIVersion = contract.MultiClusterLeaseGroup + "/" + contract.MultiClusterLeaseVersion
 )
 
 // minWatchTimeout is the shortest watch a Client asks for; each asks for between one and two times it,
@@ -40,14 +40,14 @@ var _ Store = (*Client)(nil)
 
 // NewClient is a client of coordination.k8s.io/v1 Leases.
 func NewClient(api *kubeclient.Client) *Client {
-	return &Client{api: api, apiVersion: leaseAPIVersion, kind: "Lease", resource: "leases"}
+	return &Client{api: api, apiVersion: leaseAPIVersion, kind: contract.LeaseKindLease, resource: "leases"}
 }
 
 // NewMultiClusterClient is a client of MultiClusterLeases (leasegate.io/v1alpha1): the elector runs the
 // local election on their spec exactly as on a Lease, and reads the election controller's answers
-// (status) as Lease.Global to know whether it leads across clusters (Config.MultiCluster).
+// (status) as Lease.Global to know whether it leads across clusters (MultiClusterLeaseLock).
 func NewMultiClusterClient(api *kubeclient.Client) *Client {
-	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: multiClusterLeaseKind, resource: "multiclusterleases"}
+	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: contract.LeaseKindMultiClusterLease, resource: contract.MultiClusterLeaseResource}
 }
 
 func (c *Client) path(namespace, name string) string {
@@ -61,7 +61,7 @@ func (c *Client) path(namespace, name string) string {
 // read completes a decoded object: a MultiClusterLease always carries an answer, empty before the
 // controller's first.
 func (c *Client) read(l *Lease) *Lease {
-	if l != nil && c.kind == multiClusterLeaseKind && l.Global == nil {
+	if l != nil && c.kind == contract.LeaseKindMultiClusterLease && l.Global == nil {
 		l.Global = &GlobalAnswer{}
 	}
 	return l
@@ -77,9 +77,9 @@ func (c *Client) Get(ctx context.Context, namespace, name string) (*Lease, error
 }
 
 // Create creates a lease.
-func (c *Client) Create(ctx context.Context, lease *Lease) (*Lease, error) {
+func (c *Client) Create(ctx context.Context, l *Lease) (*Lease, error) {
 	created := &Lease{}
-	req := kubeclient.Request{Method: http.MethodPost, Path: c.path(lease.Namespace, ""), Body: lease.typed(c.apiVersion, c.kind)}
+	req := kubeclient.Request{Method: http.MethodPost, Path: c.path(l.Namespace, ""), Body: l.typed(c.apiVersion, c.kind)}
 	if err := c.api.Do(ctx, req, created); err != nil {
 		return nil, err
 	}
@@ -88,9 +88,9 @@ func (c *Client) Create(ctx context.Context, lease *Lease) (*Lease, error) {
 
 // Update writes a lease if its resourceVersion is still current: the compare-and-swap every election
 // step relies on. A stale resourceVersion fails with a Conflict.
-func (c *Client) Update(ctx context.Context, lease *Lease) (*Lease, error) {
+func (c *Client) Update(ctx context.Context, l *Lease) (*Lease, error) {
 	updated := &Lease{}
-	req := kubeclient.Request{Method: http.MethodPut, Path: c.path(lease.Namespace, lease.Name), Body: lease.typed(c.apiVersion, c.kind)}
+	req := kubeclient.Request{Method: http.MethodPut, Path: c.path(l.Namespace, l.Name), Body: l.typed(c.apiVersion, c.kind)}
 	if err := c.api.Do(ctx, req, updated); err != nil {
 		return nil, err
 	}

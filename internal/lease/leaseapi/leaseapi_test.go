@@ -1,4 +1,4 @@
-package leasev1
+package leaseapi
 
 import (
 	"testing"

@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/kubeclient"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // memStore is a Store over one in-memory Lease, as the API server keeps it: JSON (so every read and write
@@ -125,7 +126,7 @@ func (s *memStore) storeLocked(l *Lease, kind EventType) *Lease {
 }
 
 // withGenerationLocked sets the generation in data: the stored one, one more if spec changed.
-func (s *memStore) withGenerationLocked(data []byte, spec Spec) []byte {
+func (s *memStore) withGenerationLocked(data []byte, spec lease.Spec) []byte {
 	generation := int64(1)
 	if s.object != nil {
 		prev := decodeLease(panicker{}, s.object)
@@ -272,7 +273,7 @@ func (s *memStore) currentObject(t *testing.T) map[string]any {
 }
 
 var (
-	testTiming = Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
+	testTiming = lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 500 * time.Millisecond}
 	start      = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 )
 
@@ -280,7 +281,7 @@ var (
 func runElector(t *testing.T, store Store, clock *clocktesting.FakeClock, identity string) (*Elector, context.CancelFunc) {
 	t.Helper()
 	e, err := NewElector(Config{
-		Client: store, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
+		Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
 		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(),
 	})
 	if err != nil {
@@ -318,9 +319,9 @@ func settle() { time.Sleep(50 * time.Millisecond) }
 func heldLease(holder string, renewed time.Time) *Lease {
 	return &Lease{
 		Namespace: "shop", Name: "orders",
-		Spec: Spec{
+		Spec: lease.Spec{
 			HolderIdentity: holder, LeaseDurationSeconds: 3, LeaseTransitions: 4,
-			AcquireTime: MicroTime{renewed}, RenewTime: MicroTime{renewed},
+			AcquireTime: lease.MicroTime{Time: renewed}, RenewTime: lease.MicroTime{Time: renewed},
 		},
 	}
 }
@@ -358,8 +359,8 @@ func TestElectorStopsLeadingAtItsRenewDeadline(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
 	var mu sync.Mutex
 	var changes []bool
-	e, err := NewElector(Config{Client: store, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
-		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), OnChange: func(s Status) {
+	e, err := NewElector(Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
+		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), OnChange: func(s lease.Status) {
 			mu.Lock()
 			changes = append(changes, s.IsLeader)
 			mu.Unlock()
@@ -462,7 +463,9 @@ func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
 	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
 	// c's renewal is stamped a minute ahead, so the lease stays held while the clock moves through the
 	// backoffs, and only a list can tell the elector about it.
-	store.restart(t, func(l *Lease) { l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", MicroTime{start.Add(time.Minute)} })
+	store.restart(t, func(l *Lease) {
+		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", lease.MicroTime{Time: start.Add(time.Minute)}
+	})
 	eventually(t, "it sees the holder that changed while it was not watching", func() bool {
 		settle()
 		clock.Step(watchBackoffMax) // each backoff: the watch that ended without an event, the expired one
@@ -583,7 +586,7 @@ func TestElectorHandsOver(t *testing.T) {
 			if tc.to != "" && holderOf(l) != "c-0_uc" {
 				t.Fatalf("holder %s: want the named candidate c-0", holderOf(l))
 			}
-			if _, asked := HandoverOf(l.Annotations); asked {
+			if _, asked := lease.HandoverOf(l.Annotations); asked {
 				t.Errorf("the request is still on the lease after it was taken: %v", l.Annotations)
 			}
 			if a.Status().IsLeader || (b.Status().IsLeader && c.Status().IsLeader) {
@@ -621,29 +624,29 @@ func TestElectorReportsHowItTookTheLease(t *testing.T) {
 	tests := []struct {
 		name  string
 		leave func(t *testing.T, store *memStore, clock *clocktesting.FakeClock)
-		want  Takeover
+		want  lease.Takeover
 	}{
-		{name: "the holder released it", want: TakeoverGraceful, leave: func(t *testing.T, store *memStore, _ *clocktesting.FakeClock) {
+		{name: "the holder released it", want: lease.TakeoverGraceful, leave: func(t *testing.T, store *memStore, _ *clocktesting.FakeClock) {
 			store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
 		}},
-		{name: "the holder released it on a handover request", want: TakeoverHandover, leave: func(t *testing.T, store *memStore, _ *clocktesting.FakeClock) {
+		{name: "the holder released it on a handover request", want: lease.TakeoverHandover, leave: func(t *testing.T, store *memStore, _ *clocktesting.FakeClock) {
 			store.write(t, func(l *Lease) {
 				l.Spec.HolderIdentity = ""
 				l.Annotations = map[string]string{contract.HandoverFrom: "b-0_ub"}
 			})
 		}},
-		{name: "the holder stopped renewing and the lease expired", want: TakeoverCrash, leave: func(_ *testing.T, _ *memStore, clock *clocktesting.FakeClock) {
+		{name: "the holder stopped renewing and the lease expired", want: lease.TakeoverCrash, leave: func(_ *testing.T, _ *memStore, clock *clocktesting.FakeClock) {
 			clock.Step(4 * time.Second)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
-			took := make(chan Takeover, 4)
+			took := make(chan lease.Takeover, 4)
 			e, err := NewElector(Config{
-				Client: store, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
+				Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
 				ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(),
-				OnTakeover: func(k Takeover) { took <- k },
+				OnTakeover: func(k lease.Takeover) { took <- k },
 			})
 			if err != nil {
 				t.Fatal(err)

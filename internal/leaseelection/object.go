@@ -1,9 +1,10 @@
-package lease
+package leaseelection
 
 import (
 	"encoding/json"
 	"maps"
-	"time"
+
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // Lease is a coordination.k8s.io/v1 Lease, or a MultiClusterLease, as an elector reads and writes it: the
@@ -19,26 +20,13 @@ type Lease struct {
 	ResourceVersion string
 	Generation      int64
 	Annotations     map[string]string
-	Spec            Spec
+	Spec            lease.Spec
 	// Global is a MultiClusterLease's status: the election controller's latest answer. Nil for a Lease.
 	Global *GlobalAnswer
 
 	// others and otherMetadata are the object's other fields and its metadata's, as they were read.
 	// Shared between clones: nothing writes them after decoding.
 	others, otherMetadata map[string]json.RawMessage
-}
-
-// Spec is a Lease's spec, the fields client-go's leaderelection reads and writes (a MultiClusterLease's
-// spec has the same ones). Fields the elector never sets are dropped on its writes, as client-go's
-// elector drops them: the holder rewrites the whole spec on every renewal, so that nobody else's edit can
-// change the terms it holds the lease on.
-type Spec struct {
-	// HolderIdentity is "" when the lease is released (client-go writes an empty string, not null).
-	HolderIdentity       string    `json:"holderIdentity"`
-	LeaseDurationSeconds int32     `json:"leaseDurationSeconds,omitempty"`
-	AcquireTime          MicroTime `json:"acquireTime,omitzero"`
-	RenewTime            MicroTime `json:"renewTime,omitzero"`
-	LeaseTransitions     int32     `json:"leaseTransitions"`
 }
 
 // GlobalAnswer is the part of a MultiClusterLease's status an elector reads.
@@ -49,37 +37,6 @@ type GlobalAnswer struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 	// FencingToken identifies the global leader's term (the create revision of its key in the backend).
 	FencingToken int64 `json:"fencingToken,omitempty"`
-}
-
-// MicroTime is a time with the API's microsecond precision, as metav1.MicroTime writes it.
-type MicroTime struct{ time.Time }
-
-const microTimeLayout = "2006-01-02T15:04:05.000000Z07:00"
-
-// MarshalJSON writes UTC with six fractional digits, as the API server does.
-func (t MicroTime) MarshalJSON() ([]byte, error) {
-	if t.IsZero() {
-		return []byte("null"), nil
-	}
-	return json.Marshal(t.UTC().Format(microTimeLayout))
-}
-
-// UnmarshalJSON reads RFC 3339 with any fractional digits; null is the zero time.
-func (t *MicroTime) UnmarshalJSON(data []byte) error {
-	var s *string
-	if err := json.Unmarshal(data, &s); err != nil {
-		return err
-	}
-	if s == nil {
-		t.Time = time.Time{}
-		return nil
-	}
-	parsed, err := time.Parse(time.RFC3339Nano, *s)
-	if err != nil {
-		return err
-	}
-	t.Time = parsed.Local()
-	return nil
 }
 
 // Clone is a copy whose annotations the caller may change.
@@ -96,7 +53,7 @@ func (l *Lease) Clone() *Lease {
 // The fields Lease reads; everything else is kept as it came.
 type leaseFields struct {
 	Metadata json.RawMessage `json:"metadata"`
-	Spec     Spec            `json:"spec"`
+	Spec     lease.Spec      `json:"spec"`
 	Status   *GlobalAnswer   `json:"status"`
 }
 

@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"errors"
@@ -10,6 +10,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // shedErr is the API server shedding a request (API Priority and Fairness's 429) with a Retry-After.
@@ -63,7 +64,7 @@ func TestRelistsAreSpreadOverTheRetryPeriod(t *testing.T) {
 }
 
 func TestFollowerBackoffDoublesWhileShedAndHonoursRetryAfter(t *testing.T) {
-	timing := Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	timing := lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	tests := []struct {
 		name       string
 		shed       int
@@ -131,7 +132,7 @@ func TestShedFollowerWaitsOutRetryAfter(t *testing.T) {
 		clock.Step(testTiming.RetryPeriod)
 		settle()
 	}
-	store.write(t, func(l *Lease) { l.Spec.RenewTime = MicroTime{clock.Now()} }) // still free: a watch event
+	store.write(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: clock.Now()} }) // still free: a watch event
 	settle()
 	if n := writes(); n != 1 {
 		t.Fatalf("%d takes within %s of a Retry-After of %s: want 1", n, 3*testTiming.RetryPeriod, retryAfter)
@@ -198,14 +199,14 @@ func TestWatchResumesFromTheLastVersionAndListsOnlyWhenExpired(t *testing.T) {
 			s.watchers = nil
 		}},
 		{name: "the version expired (410): listed again", wantLists: 2, wantWatches: 3, end: func(t *testing.T, s *memStore) {
-			s.restart(t, func(l *Lease) { l.Spec.RenewTime = MicroTime{start.Add(time.Minute)} })
+			s.restart(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: start.Add(time.Minute)} })
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
 			e, _ := runElector(t, store, clock, "a-0_ua")
-			eventually(t, "it watches", func() bool { return e.watching.Load() })
+			eventually(t, "it watches", func() bool { return e.watch.watching.Load() })
 			tt.end(t, store)
 			eventually(t, "it watches again", func() bool {
 				settle()
@@ -216,7 +217,7 @@ func TestWatchResumesFromTheLastVersionAndListsOnlyWhenExpired(t *testing.T) {
 					clock.Step(watchBackoffMax)
 					return false
 				}
-				return e.watching.Load()
+				return e.watch.watching.Load()
 			})
 			store.mu.Lock()
 			defer store.mu.Unlock()

@@ -1,4 +1,4 @@
-package lease
+package leaseelection
 
 import (
 	"context"
@@ -9,11 +9,13 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // mcTiming's renew deadline is no multiple of its retry period, so a term that runs out does so between
 // two renewals, when only the elector's own timer can notice.
-var mcTiming = Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2200 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}
+var mcTiming = lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2200 * time.Millisecond, RetryPeriod: 500 * time.Millisecond}
 
 // mcElector is a multi-cluster elector under test: what it logged and every status it published.
 type mcElector struct {
@@ -36,8 +38,8 @@ func runMultiClusterElector(t *testing.T, identity string) (*mcElector, context.
 	}, funcr.Options{})
 	var err error
 	m.Elector, err = NewElector(Config{
-		Client: m.store, Namespace: "shop", Name: "orders", Identity: identity, Timing: mcTiming, MultiCluster: true,
-		ClockSkewMargin: time.Second, Clock: m.clock, Log: log, OnChange: func(s Status) {
+		Lock: &MultiClusterLeaseLock{Store: m.store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: mcTiming,
+		ClockSkewMargin: time.Second, Clock: m.clock, Log: log, OnChange: func(s lease.Status) {
 			m.mu.Lock()
 			m.changes = append(m.changes, s.IsLeader)
 			m.mu.Unlock()
