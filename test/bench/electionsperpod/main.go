@@ -1,4 +1,4 @@
-// Command electionbench measures what several elections per pod cost: three agents, each running 1, 4 and
+// Command electionsperpod measures what several elections per pod cost: three agents, each running 1, 4 and
 // 16 elections, on a real kube-apiserver and etcd, with the default timing (15s/10s/2s). For each count it
 // reports the agents' resident memory and the lease API calls per minute they cause (the API server's own
 // apiserver_request_total, minus what the same window counts with no agent running), which should be the
@@ -25,7 +25,7 @@ func main() {
 	flag.Parse()
 	process.QuietControllerRuntime()
 	if err := run(context.Background(), *window); err != nil {
-		fmt.Fprintln(os.Stderr, "electionbench:", err)
+		fmt.Fprintln(os.Stderr, "electionsperpod:", err)
 		os.Exit(1)
 	}
 }

@@ -1,4 +1,4 @@
-// Command failoverbench measures the leader agent's failover on a real kube-apiserver and etcd: graceful
+// Command failover measures the leader agent's failover on a real kube-apiserver and etcd: graceful
 // handover (SIGTERM, the agent releases the lease) and crash takeover (SIGKILL, the lease must expire),
 // each over many runs, and the agent's resident memory. It prints a Markdown table. `make bench` runs it.
 package main
@@ -26,11 +26,11 @@ func main() {
 	flag.Parse()
 	process.QuietControllerRuntime()
 	if err := timing.Validate(); err != nil {
-		fmt.Fprintln(os.Stderr, "failoverbench:", err)
+		fmt.Fprintln(os.Stderr, "failover:", err)
 		os.Exit(2)
 	}
 	if err := run(context.Background(), *runs, timing); err != nil {
-		fmt.Fprintln(os.Stderr, "failoverbench:", err)
+		fmt.Fprintln(os.Stderr, "failover:", err)
 		os.Exit(1)
 	}
 }

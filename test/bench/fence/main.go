@@ -1,4 +1,4 @@
-// Command fenceload measures the fence where the API server meets it, and how its cost grows with the
+// Command fence measures the fence where the API server meets it, and how its cost grows with the
 // leases it caches and the guards it enforces: it runs leasegate-webhook against a real API server and,
 // for each number of leases and of guards asked for, creates the leases (labelled as leasegate
 // provisions them, held; G leases per namespace, lease i named worker-<i mod G>) and G guards (guard g
@@ -56,7 +56,7 @@ func main() {
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "fenceload:", err)
+		fmt.Fprintln(os.Stderr, "fence:", err)
 		os.Exit(1)
 	}
 }

@@ -1,4 +1,4 @@
-// Command gatebench measures what the mutation gate adds to a request. An app on loopback is called four
+// Command gate measures what the mutation gate adds to a request. An app on loopback is called four
 // ways at a fixed rate each, the four interleaved in the same run: directly, through a bare TCP relay,
 // through httputil.ReverseProxy, and through the agent's gate (the agent leads, so every request passes). It prints the latency
 // percentiles as a Markdown table, and the agent's resident memory and CPU time. `make bench` runs it.
@@ -41,14 +41,14 @@ func main() {
 	flag.Parse()
 	if *serveApp || *relayTo != "" || *proxyTo != "" {
 		if err := serve(*relayTo, *proxyTo); err != nil {
-			fmt.Fprintln(os.Stderr, "gatebench:", err)
+			fmt.Fprintln(os.Stderr, "gate:", err)
 			os.Exit(1)
 		}
 		return
 	}
 	process.QuietControllerRuntime()
 	if err := run(context.Background(), *rate, *duration); err != nil {
-		fmt.Fprintln(os.Stderr, "gatebench:", err)
+		fmt.Fprintln(os.Stderr, "gate:", err)
 		os.Exit(1)
 	}
 }

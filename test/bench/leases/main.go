@@ -1,4 +1,4 @@
-// Command electionload measures what elections cost as they grow: for each number of leases asked for, it
+// Command leases measures what elections cost as they grow: for each number of leases asked for, it
 // runs -candidates electors per lease in this process (the agent's own lease.Elector and lease.Client, a
 // pod identity each, impersonating its pod's service account with the pod-name and pod-uid extras a
 // pod-bound token carries), against a real API server, with leasegate-webhook's lease guard judging every
@@ -66,7 +66,7 @@ func main() {
 	klog.SetLogger(logr.Discard()) // client-go reports the electors' requests cancelled at the end of each row
 	counts, err := load.Counts(*leases)
 	if err != nil || *candidates < 2 || *crashes < 0 || *crashes > slices.Min(counts) || *startRate < 1 || *renewals < 1 || *window <= 0 || *timeout <= 0 {
-		fmt.Fprintf(os.Stderr, "electionload: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d -window %s -recover-timeout %s: want positive counts, at least 2 candidates, crashes within each row's leases, positive durations\n",
+		fmt.Fprintf(os.Stderr, "leases: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d -window %s -recover-timeout %s: want positive counts, at least 2 candidates, crashes within each row's leases, positive durations\n",
 			*leases, *candidates, *crashes, *startRate, *renewals, *window, *timeout)
 		os.Exit(2)
 	}
@@ -79,7 +79,7 @@ func main() {
 		}
 	}
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "electionload:", err)
+		fmt.Fprintln(os.Stderr, "leases:", err)
 		os.Exit(1)
 	}
 }

@@ -1,4 +1,4 @@
-// Command provisionload measures the injector and provisioning at scale: it runs leasegate-webhook against
+// Command provisioning measures the injector and provisioning at scale: it runs leasegate-webhook against
 // a real API server and, for each number of leases asked for, creates that many elections' pods in a
 // labelled namespace (-candidates pods per lease, 16 creations at a time), each injected by the webhook
 // on its way in, then waits until every lease has its Lease, Role and RoleBinding. It reports the pod
@@ -35,11 +35,11 @@ func main() {
 	process.QuietControllerRuntime()
 	counts, err := load.Counts(*leases)
 	if err != nil || *candidates < 1 {
-		fmt.Fprintf(os.Stderr, "provisionload: -leases %q -candidates %d: want positive counts\n", *leases, *candidates)
+		fmt.Fprintf(os.Stderr, "provisioning: -leases %q -candidates %d: want positive counts\n", *leases, *candidates)
 		os.Exit(2)
 	}
 	if err := run(context.Background(), counts, *candidates); err != nil {
-		fmt.Fprintln(os.Stderr, "provisionload:", err)
+		fmt.Fprintln(os.Stderr, "provisioning:", err)
 		os.Exit(1)
 	}
 }

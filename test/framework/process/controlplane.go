@@ -1,6 +1,7 @@
-// Package framework is the harness shared by leasegate's e2e suite, demo and failover benchmark: a real
-// kube-apiserver and etcd, pods with real pod-bound service account tokens, and agents run as processes
-// of the built binary. It is test code; the product never imports it.
+// Package process starts and stops what the suites and measurement programs run as processes of their
+// own, and finds what they run: a real kube-apiserver and etcd, leasegate-agent and leasegate-webhook
+// built from this checkout (or an earlier commit), helm and Prometheus; and gives the pods the agents act
+// for real pod-bound service account tokens. It is test code; the product never imports it.
 package process
 
 import (
