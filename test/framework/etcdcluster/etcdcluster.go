@@ -33,7 +33,7 @@ const etcdReadyTimeout = 30 * time.Second
 
 // Cluster is a real etcd cluster of separate processes on loopback, with TLS between members and
 // towards clients, for the multi-cluster suite: members can be killed, restarted, paused and, through a
-// Proxy in front of ClientAddr, partitioned from a client, as the machines under a real cluster can.
+// relay.Proxy in front of ClientAddr, partitioned from a client, as the machines under a real cluster can.
 type Cluster struct {
 	binary  string
 	dir     string
@@ -54,7 +54,7 @@ type Member struct {
 	Name       string
 	ID         uint64 // raft member ID, from the member's first Status answer
 	ClientURL  string // https://127.0.0.1:port
-	ClientAddr string // 127.0.0.1:port, for a Proxy in front of it
+	ClientAddr string // 127.0.0.1:port, for a relay.Proxy in front of it
 	PeerURL    string
 	DataDir    string
 	LogFile    string
@@ -97,7 +97,7 @@ func Start(dir string, members int) (*Cluster, error) {
 		return nil, err
 	}
 	c := &Cluster{binary: binary, dir: dir, token: fmt.Sprintf("leasegate-%d", time.Now().UnixNano())}
-	ports, err := freePorts(2 * members)
+	ports, err := process.FreePorts(2 * members)
 	if err != nil {
 		return nil, fmt.Errorf("picking ports for etcd: %w", err)
 	}
@@ -403,25 +403,6 @@ func tailLines(s string, n int) string {
 		lines = lines[len(lines)-n:]
 	}
 	return strings.Join(lines, "\n")
-}
-
-// freePorts is n distinct ports from FreePort, which picks them below the ephemeral range: a port the
-// kernel handed out for 127.0.0.1:0 could be taken as an outgoing connection's source port (say, one
-// member dialing another) before the member meant to listen on it has started.
-func freePorts(n int) ([]int, error) {
-	seen := map[int]bool{}
-	var ports []int
-	for len(ports) < n {
-		port, err := process.FreePort()
-		if err != nil {
-			return nil, err
-		}
-		if !seen[port] {
-			seen[port] = true
-			ports = append(ports, port)
-		}
-	}
-	return ports, nil
 }
 
 // writePKI writes a CA, a certificate per member (server and client use, as it serves clients and both

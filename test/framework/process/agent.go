@@ -2,11 +2,8 @@ package process
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -221,25 +218,4 @@ func (a *Agent) Metric(name string) (float64, error) {
 		}
 	}
 	return 0, fmt.Errorf("no series %s in /metrics", name)
-}
-
-// FreePort returns a loopback port that is free now, for a process to bind a moment later. It is chosen
-// below the kernel's ephemeral range, so that an outgoing connection's port cannot take it in between:
-// envtest's webhook port, chosen inside that range, once was taken that way.
-func FreePort() (int, error) {
-	low := 32768 // Linux's default start of net.ipv4.ip_local_port_range
-	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if fields := strings.Fields(string(data)); len(fields) == 2 {
-			if n, err := strconv.Atoi(fields[0]); err == nil && n > 20000 {
-				low = n
-			}
-		}
-	}
-	for range 100 {
-		port := 20000 + rand.IntN(low-20000)
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {
-			return port, l.Close()
-		}
-	}
-	return 0, errors.New("no free port below the ephemeral range after 100 tries")
 }
