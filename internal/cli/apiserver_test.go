@@ -20,6 +20,7 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -119,7 +120,7 @@ func TestWatchResumesWhenTheServerEndsTheWatch(t *testing.T) {
 
 func TestPreCheckAndWait(t *testing.T) {
 	cp := startControlPlane(t)
-	tools, err := process.FindTools()
+	tools, err := checkout.FindTools()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -78,11 +79,11 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 	}
 	defer os.RemoveAll(dir)
 	say("building leasegate-agent and leasegate-webhook")
-	agentBinary, err := process.BuildAgent(dir)
+	agentBinary, err := checkout.BuildAgent(dir)
 	if err != nil {
 		return err
 	}
-	webhookBinary, err := process.BuildWebhook(dir)
+	webhookBinary, err := checkout.BuildWebhook(dir)
 	if err != nil {
 		return err
 	}

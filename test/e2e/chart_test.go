@@ -32,6 +32,7 @@ import (
 
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/observe"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
@@ -39,7 +40,7 @@ import (
 const chartNamespace = "leasegate-system"
 
 // chartObjects renders the chart and decodes every object in it.
-func chartObjects(tools *process.Tools, valuesFiles ...string) []*unstructured.Unstructured {
+func chartObjects(tools *checkout.Tools, valuesFiles ...string) []*unstructured.Unstructured {
 	rendered, err := tools.RenderChart(chartNamespace, valuesFiles...)
 	Expect(err).NotTo(HaveOccurred())
 	var objects []*unstructured.Unstructured
@@ -94,14 +95,14 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 var _ = Describe("The Helm chart", Ordered, func() {
 	var (
 		cp    *process.ControlPlane
-		tools *process.Tools
+		tools *checkout.Tools
 	)
 	BeforeAll(func() {
 		var err error
-		tools, err = process.FindTools()
+		tools, err = checkout.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		By("starting a control plane of its own, with cert-manager's and the Prometheus Operator's CRDs: the chart's objects are cluster-wide")
-		cp, err = process.StartControlPlane(tools.CertManagerCRDs, tools.PrometheusOperatorCRDs, filepath.Join(process.RepoRoot(), "charts", "leasegate", "crds"))
+		cp, err = process.StartControlPlane(tools.CertManagerCRDs, tools.PrometheusOperatorCRDs, filepath.Join(checkout.RepoRoot(), "charts", "leasegate", "crds"))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cp.Stop)
 		_, err = cp.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
@@ -112,7 +113,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 	It("renders only objects a v1.36 API server and cert-manager's and the Prometheus Operator's schemas accept, for every values file", func(ctx SpecContext) {
 		a := newApplier(cp)
-		files, err := filepath.Glob(filepath.Join(process.RepoRoot(), "test", "chart", "testdata", "values", "*.yaml"))
+		files, err := filepath.Glob(filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		for _, values := range append([]string{""}, files...) {
 			var valuesFiles []string
@@ -211,7 +212,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		for _, key := range []string{"tls.crt", "tls.key"} {
 			Expect(os.WriteFile(filepath.Join(certDir, key), secret.Data[key], 0o600)).To(Succeed())
 		}
-		binary, err := process.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		ports := make([]int, 3)
 		for i := range ports {
@@ -376,7 +377,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 // strictFenceValues is the chart test's values file with guards.
 func strictFenceValues() string {
-	return filepath.Join(process.RepoRoot(), "test", "chart", "testdata", "values", "strict-fence.yaml")
+	return filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "strict-fence.yaml")
 }
 
 var certificatesResource = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}

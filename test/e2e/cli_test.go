@@ -35,6 +35,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/cli"
 	"github.com/leasegate/leasegate/internal/golden"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -63,7 +64,7 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 		dir := GinkgoT().TempDir()
 		kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 		Expect(cp.AdminKubeconfig(kubeconfig)).To(Succeed())
-		plugin, err = process.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
+		plugin, err = checkout.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
 		Expect(err).NotTo(HaveOccurred())
 		plantElections(ctx, cp)
 	})
@@ -103,7 +104,7 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 	})
 
 	It("completes lease names and --to pods through the kubectl_complete-leasegate shim", func() {
-		shim := filepath.Join(process.RepoRoot(), "cmd", "kubectl-leasegate", "kubectl_complete-leasegate")
+		shim := filepath.Join(checkout.RepoRoot(), "cmd", "kubectl-leasegate", "kubectl_complete-leasegate")
 		complete := func(args ...string) string {
 			// kubectl runs the shim with the words after "kubectl leasegate"; the shim runs the plugin from PATH.
 			cmd := exec.Command(shim, append([]string{"--kubeconfig", kubeconfig}, args...)...)

@@ -22,6 +22,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -88,7 +89,7 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 			setConfig(ctx, guard)
 			binary := filepath.Join(GinkgoT().TempDir(), filepath.Base(pkg))
 			build := exec.Command("go", "build", "-o", binary, pkg)
-			build.Dir = process.RepoRoot()
+			build.Dir = checkout.RepoRoot()
 			out, err := build.CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))
 			replicas := startReplicas(ctx, ns, func(*process.Pod) []string {
@@ -118,7 +119,7 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 	)
 
 	It("fences cert-manager's controller, unmodified, by the lease it keeps in kube-system", func(ctx SpecContext) {
-		tools, err := process.FindTools()
+		tools, err := checkout.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		_, err = envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: []string{tools.CertManagerCRDs}, ErrorIfPathMissing: true})
 		Expect(err).NotTo(HaveOccurred())

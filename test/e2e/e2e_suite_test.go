@@ -12,6 +12,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -38,9 +39,9 @@ var _ = BeforeSuite(func() {
 
 	By("building leasegate-agent and leasegate-webhook")
 	dir := GinkgoT().TempDir()
-	agentBinary, err = process.BuildAgent(dir)
+	agentBinary, err = checkout.BuildAgent(dir)
 	Expect(err).NotTo(HaveOccurred())
-	webhookBinary, err := process.BuildWebhook(dir)
+	webhookBinary, err := checkout.BuildWebhook(dir)
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting leasegate-webhook and installing config/webhook, with a real TLS certificate")

@@ -22,6 +22,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -163,7 +164,7 @@ var _ = Describe("A webhook that verifies the API server's client certificate", 
 		plane, err = process.StartControlPlaneWithFlags(map[string]string{"admission-control-config-file": admissionConfig})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(plane.Stop)
-		binary, err := process.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		By("starting leasegate-webhook with client verification; it is ready once the API server's calls get through")
 		verified, err = plane.StartWebhook(ctx, binary, dir, leasegateNamespace,

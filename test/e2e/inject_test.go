@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -199,10 +200,10 @@ var _ = Describe("The injector", func() {
 	})
 
 	It("injects an agent without a fixed user when the chart's OpenShift values leave it to the platform, within restricted, and refuses a config that lifts the agent out of it", Serial, func(ctx SpecContext) {
-		tools, err := process.FindTools()
+		tools, err := checkout.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		var data map[string]string
-		for _, obj := range chartObjects(tools, filepath.Join(process.RepoRoot(), "test", "chart", "testdata", "values", "openshift.yaml")) {
+		for _, obj := range chartObjects(tools, filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "openshift.yaml")) {
 			if obj.GetKind() == "ConfigMap" && obj.GetName() == "leasegate-config" {
 				data, _, _ = unstructured.NestedStringMap(obj.Object, "data")
 			}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -257,7 +258,7 @@ var _ = Describe("The lease guard", func() {
 	})
 
 	It("guards a MultiClusterLease's spec like a Lease's, and leaves its status to leasegate's controller", func(ctx SpecContext) {
-		_, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(process.RepoRoot(), "config", "crd")}})
+		_, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(checkout.RepoRoot(), "config", "crd")}})
 		Expect(err).NotTo(HaveOccurred())
 		ns := newNamespace(ctx)
 		_, err = controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{

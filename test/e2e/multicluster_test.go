@@ -42,6 +42,7 @@ import (
 	mcl "github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/test/fixtures/guardedwrite"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/etcdcluster"
 	"github.com/leasegate/leasegate/test/framework/process"
 	"github.com/leasegate/leasegate/test/framework/relay"
@@ -107,7 +108,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		By("starting two clusters, each with its own control plane and election controller")
 		for _, name := range []string{"a", "b"} {
 			c := &mclCluster{name: name}
-			c.plane, err = process.StartControlPlane(filepath.Join(process.RepoRoot(), "config", "crd"))
+			c.plane, err = process.StartControlPlane(filepath.Join(checkout.RepoRoot(), "config", "crd"))
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(c.plane.Stop)
 			for i := range 3 {
@@ -323,7 +324,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	It("refuses, in A's own API server, the writes of A's old leader once B's candidate has won", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		By("running leasegate-webhook on A's API server, a guard on the MultiClusterLease")
-		binary, err := process.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		fence, err := a.plane.StartWebhook(ctx, binary, dir, leasegateNamespace)
 		Expect(err).NotTo(HaveOccurred())
@@ -395,9 +396,9 @@ guards:
 
 	It("elects across clusters with the agents the injector adds to pods that ask for a MultiClusterLease, each authenticating as its pod", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		agentBinary, err := process.BuildAgent(dir)
+		agentBinary, err := checkout.BuildAgent(dir)
 		Expect(err).NotTo(HaveOccurred())
-		webhookBinary, err := process.BuildWebhook(dir)
+		webhookBinary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		const ns = "agents"
 		newElection()
@@ -506,7 +507,7 @@ guards:
 		By("running A's election controller in leasegate-webhook, a process of its own")
 		a.stop()
 		DeferCleanup(a.startController, etcd, clock.RealClock{})
-		binary, err := process.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		controller, err := a.plane.StartWebhook(ctx, binary, dir, leasegateNamespace, "--leader-elect=false",
 			"--multicluster-cluster-name="+a.name, "--multicluster-etcd-endpoints="+strings.Join(a.etcdEndpoints(), ","),
@@ -666,7 +667,7 @@ guards:
 
 	It("has hand-run agents log one Started and one Stopped leading per change of global leadership, and stop with the partition margin", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		binary, err := process.BuildAgent(dir)
+		binary, err := checkout.BuildAgent(dir)
 		Expect(err).NotTo(HaveOccurred())
 		const ns = "mcl-agents"
 		newElection()

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -143,7 +144,7 @@ func monitoringSpecs() {
 			denialsActive.Format(time.StampMilli), denialsPending.Format(time.StampMilli), denialsFiring.Format(time.StampMilli)))
 
 		By("every query of the Grafana dashboard evaluates without error and returns data over the spec")
-		queries, err := process.DashboardQueries(process.DashboardPath())
+		queries, err := checkout.DashboardQueries(checkout.DashboardPath())
 		Expect(err).NotTo(HaveOccurred())
 		vars := map[string]string{"namespace": app, "lease": ".*", "job": "leasegate-webhook"}
 		Eventually(func(g Gomega) {
@@ -154,7 +155,7 @@ func monitoringSpecs() {
 					// the multi-cluster e2e specs check that metric against a real backend they cut.
 					continue
 				}
-				expr, err := process.Substitute(q.Expr, vars, "30s")
+				expr, err := checkout.Substitute(q.Expr, vars, "30s")
 				g.Expect(err).NotTo(HaveOccurred())
 				result, err := prometheus.QueryRange(ctx, expr, start, time.Now(), 2*time.Second)
 				g.Expect(err).NotTo(HaveOccurred(), "panel %q query %s", q.Panel, q.RefID)

@@ -31,16 +31,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/cluster"
 	"github.com/leasegate/leasegate/test/framework/observe"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
-// earlierCommit is the release the upgrade specs start from: release N−1, process.PreviousCommit. Its
+// earlierCommit is the release the upgrade specs start from: release N−1, checkout.PreviousCommit. Its
 // agent and webhook predate the fencing token, the leadership event stream and the lease guard reading an
 // agent's timing from its container's env rather than its status annotation: the newest parts of the
 // agent-webhook contract, which agents injected before them must keep working with.
-const earlierCommit = process.PreviousCommit
+const earlierCommit = checkout.PreviousCommit
 
 // stock is the upgrade specs' workload: a StatefulSet, whose partitioned rolling update keeps old and new
 // agents side by side on its lease for as long as the spec needs.
@@ -73,11 +74,11 @@ func upgradeSpecs() {
 
 	It("helm upgrades from an earlier commit while pods are created and guarded writes flow: no admission fails, no follower writes, the leader keeps its lease, the config carries over, new pods get the new agent", func() {
 		By("building the earlier commit's webhook and agent for linux/" + runtime.GOARCH + " and importing them as " + earlierTag)
-		src, err := process.ExportCommit(earlierCommit, dir)
+		src, err := checkout.ExportCommit(earlierCommit, dir)
 		Expect(err).NotTo(HaveOccurred())
-		agent, err := process.BuildBinaryFrom(src, dir, "./cmd/agent", "earlier-agent")
+		agent, err := checkout.BuildBinaryFrom(src, dir, "./cmd/agent", "earlier-agent")
 		Expect(err).NotTo(HaveOccurred())
-		webhookBinary, err := process.BuildBinaryFrom(src, dir, "./cmd/webhook", "earlier-webhook")
+		webhookBinary, err := checkout.BuildBinaryFrom(src, dir, "./cmd/webhook", "earlier-webhook")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(node.Import(
 			cluster.Image{Ref: "ghcr.io/leasegate/leasegate-agent:" + earlierTag, Binary: agent},

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/cluster"
 	"github.com/leasegate/leasegate/test/framework/observe"
 	"github.com/leasegate/leasegate/test/framework/process"
@@ -405,7 +406,7 @@ func webhookCABundles(ctx context.Context, node *cluster.Node, want []byte) erro
 
 // chartAppVersion is the image tag the chart defaults to.
 func chartAppVersion() string {
-	data, err := os.ReadFile(filepath.Join(process.ChartDir(), "Chart.yaml"))
+	data, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "Chart.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "appVersion: "); ok {

@@ -44,6 +44,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/manager"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/load"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
@@ -183,7 +184,7 @@ func run(ctx context.Context, cfg config) error {
 			rows = append(rows, r)
 		}
 	}
-	versions, _ := process.PinnedVersions()
+	versions, _ := checkout.PinnedVersions()
 	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s.\n\n",
 		time.Now().UTC().Format(time.DateOnly), versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], runtime.NumCPU(), loadBefore, loadAverage(),
 		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals)

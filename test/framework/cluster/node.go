@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -131,7 +132,7 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 
 // pinnedPauseImage is the sandbox image's reference, PAUSE_IMAGE in hack/versions.env.
 func pinnedPauseImage() (string, error) {
-	versions, err := process.PinnedVersions()
+	versions, err := checkout.PinnedVersions()
 	if err != nil {
 		return "", err
 	}
@@ -303,7 +304,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 // importPause builds the sandbox image (containerd 1.6's default name) and imports it: nothing can be
 // pulled here.
 func (n *Node) importPause() error {
-	binary, err := process.BuildBinary(n.Dir, "./test/framework/cluster/pause", "pause")
+	binary, err := checkout.BuildBinary(n.Dir, "./test/framework/cluster/pause", "pause")
 	if err != nil {
 		return err
 	}

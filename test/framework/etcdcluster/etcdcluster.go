@@ -24,6 +24,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -71,7 +72,7 @@ type etcdMember struct {
 // Binary is the etcd the harness runs: $KUBEBUILDER_ASSETS/etcd when the user sets it, otherwise
 // the one `make controlplane` builds next to kube-apiserver at the pinned versions.
 func Binary() (string, error) {
-	dir, err := process.ControlPlaneAssets()
+	dir, err := checkout.ControlPlaneAssets()
 	if err != nil {
 		return "", err
 	}

@@ -1,11 +1,10 @@
-// Package process starts and stops what the suites and measurement programs run as processes of their
-// own, and finds what they run: a real kube-apiserver and etcd, leasegate-agent and leasegate-webhook
-// built from this checkout (or an earlier commit), helm and Prometheus; and gives the pods the agents act
-// for real pod-bound service account tokens. It is test code; the product never imports it.
+// Package process starts, restarts and stops what the suites and measurement programs run as processes of
+// their own: a real kube-apiserver and etcd, leasegate-agent and leasegate-webhook, Prometheus; and gives
+// the pods the agents act for real pod-bound service account tokens. What it runs, it finds through
+// package checkout. It is test code; the product never imports it.
 package process
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -13,8 +12,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
-	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,14 +21,9 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/observe"
 )
-
-// RepoRoot is the leasegate checkout this file belongs to.
-func RepoRoot() string {
-	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "..")
-}
 
 // ControlPlane is a running kube-apiserver and etcd.
 type ControlPlane struct {
@@ -54,7 +46,7 @@ func StartControlPlane(crdDirs ...string) (*ControlPlane, error) {
 // StartControlPlaneWithFlags is StartControlPlane with kube-apiserver flags (name without "--" -> value)
 // set besides envtest's own.
 func StartControlPlaneWithFlags(apiServerFlags map[string]string, crdDirs ...string) (*ControlPlane, error) {
-	assets, err := ControlPlaneAssets()
+	assets, err := checkout.ControlPlaneAssets()
 	if err != nil {
 		return nil, err
 	}
@@ -279,58 +271,4 @@ func children() map[string]int {
 		pids[string(data[lparen+1:rparen])] = pid
 	}
 	return pids
-}
-
-// ControlPlaneAssets is the directory of the kube-apiserver and etcd the suites run: $KUBEBUILDER_ASSETS
-// when the user sets it, otherwise the one `make controlplane` builds at the pinned versions.
-func ControlPlaneAssets() (string, error) {
-	if dir := os.Getenv("KUBEBUILDER_ASSETS"); dir != "" {
-		return dir, nil
-	}
-	versions, err := PinnedVersions()
-	if err != nil {
-		return "", err
-	}
-	dir := filepath.Join(RepoRoot(), "bin", "controlplane", versions["KUBERNETES_VERSION"]+"-"+versions["ETCD_VERSION"])
-	if _, err := os.Stat(filepath.Join(dir, "kube-apiserver")); err != nil {
-		return "", fmt.Errorf("no kube-apiserver in %s: run `make controlplane` (or set KUBEBUILDER_ASSETS)", dir)
-	}
-	return dir, nil
-}
-
-// PinnedVersions reads hack/versions.env, the one place versions are pinned. KUBE_VERSION=1.30 in the
-// environment selects another supported minor (KUBERNETES_VERSION_1_30) as KUBERNETES_VERSION, as make
-// and the hack/ scripts do.
-func PinnedVersions() (map[string]string, error) {
-	f, err := os.Open(filepath.Join(RepoRoot(), "hack", "versions.env"))
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	versions := map[string]string{}
-	scanner := bufio.NewScanner(f)
-	for scanner.Scan() {
-		line := strings.TrimSpace(scanner.Text())
-		if key, value, ok := strings.Cut(line, "="); ok && !strings.HasPrefix(line, "#") {
-			versions[key] = value
-		}
-	}
-	if err := scanner.Err(); err != nil {
-		return nil, err
-	}
-	if minor := os.Getenv("KUBE_VERSION"); minor != "" {
-		selected, ok := versions["KUBERNETES_VERSION_"+strings.ReplaceAll(minor, ".", "_")]
-		if !ok {
-			var supported []string
-			for key := range versions {
-				if rest, ok := strings.CutPrefix(key, "KUBERNETES_VERSION_"); ok {
-					supported = append(supported, strings.ReplaceAll(rest, "_", "."))
-				}
-			}
-			slices.Sort(supported)
-			return nil, fmt.Errorf("KUBE_VERSION=%s is not a supported minor: set it to one of %s (hack/versions.env)", minor, strings.Join(supported, ", "))
-		}
-		versions["KUBERNETES_VERSION"] = selected
-	}
-	return versions, nil
 }

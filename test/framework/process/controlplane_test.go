@@ -7,12 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // A kube-apiserver killed and started again, and an etcd killed and started again, come back on the same
 // data and the same credentials: what was written before is there, and the admin client goes on working.
 func TestControlPlaneRestarts(t *testing.T) {
-	if _, err := ControlPlaneAssets(); err != nil {
+	if _, err := checkout.ControlPlaneAssets(); err != nil {
 		t.Skip(err)
 	}
 	cp, err := StartControlPlane()

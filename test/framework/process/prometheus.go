@@ -13,6 +13,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"time"
+
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // Prometheus is a real Prometheus server (Debian's binary) run by the harness on loopback.
@@ -24,7 +26,7 @@ type Prometheus struct {
 // StartPrometheus runs prometheus with config (prometheus.yml) and the files beside it written into dir,
 // listening on a free loopback port, and waits until it is ready.
 func StartPrometheus(ctx context.Context, dir, config string, files map[string][]byte) (*Prometheus, error) {
-	binary, err := PrometheusServer()
+	binary, err := checkout.PrometheusServer()
 	if err != nil {
 		return nil, err
 	}

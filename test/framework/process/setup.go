@@ -9,6 +9,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // StartElection creates namespace with a pod and pod-bound token per agent under dir, and starts n
@@ -43,7 +45,7 @@ func StartBench() (*Bench, error) {
 	}
 	b := &Bench{ControlPlane: cp}
 	if b.Dir, err = os.MkdirTemp("", "leasegate-bench-"); err == nil {
-		b.Agent, err = BuildAgent(b.Dir)
+		b.Agent, err = checkout.BuildAgent(b.Dir)
 	}
 	if err != nil {
 		b.Stop()
@@ -80,7 +82,7 @@ func StartWebhookBench(ctx context.Context, webhookArgs ...string) (*WebhookBenc
 	b := &WebhookBench{ControlPlane: cp}
 	var binary string
 	if b.dir, err = os.MkdirTemp("", "leasegate-bench-"); err == nil {
-		if binary, err = BuildWebhook(b.dir); err == nil {
+		if binary, err = checkout.BuildWebhook(b.dir); err == nil {
 			b.Webhook, err = cp.StartWebhook(ctx, binary, b.dir, "leasegate-system", webhookArgs...)
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/observe"
 )
 
@@ -38,7 +39,7 @@ type Webhook struct {
 
 // WebhookManifests is the webhook configuration users install, which the tests install too.
 func WebhookManifests() string {
-	return filepath.Join(RepoRoot(), "config", "webhook", "webhooks.yaml")
+	return filepath.Join(checkout.RepoRoot(), "config", "webhook", "webhooks.yaml")
 }
 
 // StartWebhook runs binary as leasegate-webhook in namespace, with args after the flags it always gets,

@@ -1,4 +1,4 @@
-package process
+package checkout
 
 import (
 	"fmt"
