@@ -99,11 +99,11 @@ func (c *Client) Update(ctx context.Context, lease *Lease) (*Lease, error) {
 
 // List reads the lease of this name through a list, whose resourceVersion a watch can start from. The
 // list is consistent, not at resourceVersion 0 from the watch cache as client-go's reflector lists: tried
-// in test/bench/leases at 5,000 leases, cache lists let 15,000 electors start twice as fast, and that
+// in test/electionload at 5,000 leases, cache lists let 15,000 electors start twice as fast, and that
 // burst tipped the 2-core API server, asked for 500 renewals a second, into an overload it did not leave
 // (429s and conflicts feeding each other). The watch and the elector now honour the server's
 // Retry-After, but cache lists have not been measured again with that in place: the consistent list
-// stays until test/bench/leases says otherwise.
+// stays until test/electionload says otherwise.
 func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, string, error) {
 	var list struct {
 		Metadata struct {
