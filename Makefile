@@ -164,12 +164,12 @@ e2e-cluster: cluster-prerequisites ## As root: start a real single-node cluster,
 .PHONY: bench
 bench: $(CONTROLPLANE_DEP) cluster-prerequisites ## Go benchmarks of the hot paths, the failover table, the fence under load, and (root) the real-cluster table.
 	$(GO) test -run '^$$' -bench . -benchmem ./internal/...
-	$(GO) run ./test/failoverbench -runs 20
-	$(GO) run ./test/electionbench
-	$(GO) run ./test/gatebench -rate 1000 -duration 10s
-	$(GO) run ./test/fenceload -rate 1000 -duration 10s -leases 1000,5000,10000 -guards 10,100,1000
-	$(GO) run ./test/provisionload -leases 1000,5000 -candidates 3
-	$(GO) run ./test/electionload -leases 1000,5000 -candidates 3 -client agent,client-go -restarts apiserver,etcd
+	$(GO) run ./test/bench/failover -runs 20
+	$(GO) run ./test/bench/electionsperpod
+	$(GO) run ./test/bench/gate -rate 1000 -duration 10s
+	$(GO) run ./test/bench/fence -rate 1000 -duration 10s -leases 1000,5000,10000 -guards 10,100,1000
+	$(GO) run ./test/bench/provisioning -leases 1000,5000 -candidates 3
+	$(GO) run ./test/bench/leases -leases 1000,5000 -candidates 3 -client agent,client-go -restarts apiserver,etcd
 	$(GO) test -count=1 -timeout 30m ./test/e2e/ -ginkgo.label-filter=multicluster -multicluster.runs 20 -multicluster.report $(BIN)/multicluster-bench.md
 	@cat $(BIN)/multicluster-bench.md
 	$(CLUSTER_SUITE) -cluster.runs 20 -cluster.report $(BIN)/cluster-bench.md

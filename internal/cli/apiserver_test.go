@@ -20,19 +20,20 @@ import (
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // These tests need a real API server: one that ends watches, serves (or not) cert-manager's group, and
 // reports its version.
 
-func startControlPlane(t *testing.T) *framework.ControlPlane {
+func startControlPlane(t *testing.T) *process.ControlPlane {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts kube-apiserver and etcd")
 	}
 	ctrllog.SetLogger(logr.Discard()) // envtest's client logs through it
-	cp, err := framework.StartControlPlane()
+	cp, err := process.StartControlPlane()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestWatchResumesWhenTheServerEndsTheWatch(t *testing.T) {
 	config := rest.CopyConfig(cp.Config)
 	config.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countWatches{rt, &watches} })
 	cs := kubernetes.NewForConfigOrDie(config)
-	out, errOut := &framework.SyncBuffer{}, &framework.SyncBuffer{}
+	out, errOut := &process.SyncBuffer{}, &process.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() {
 		// The server ends each watch after a second, as it ends every watch after --min-request-timeout.
@@ -119,7 +120,7 @@ func TestWatchResumesWhenTheServerEndsTheWatch(t *testing.T) {
 
 func TestPreCheckAndWait(t *testing.T) {
 	cp := startControlPlane(t)
-	tools, err := framework.FindTools()
+	tools, err := checkout.FindTools()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestPreCheckAndWait(t *testing.T) {
 	}
 
 	t.Run("--wait: until cert-manager is installed and the pod fixed", func(t *testing.T) {
-		progress := &framework.SyncBuffer{}
+		progress := &process.SyncBuffer{}
 		type result struct {
 			report *CheckReport
 			err    error
@@ -204,7 +205,7 @@ func TestPreCheckAndWait(t *testing.T) {
 		if _, err := cp.Client.CoreV1().Pods("shop").Create(ctx, pod("shop", "refused-again", "-1s"), metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		progress := &framework.SyncBuffer{}
+		progress := &process.SyncBuffer{}
 		r, err := WaitForCheck(ctx, func(ctx context.Context) (*CheckReport, error) { return PreCheck(ctx, cp.Client, "", opts) },
 			300*time.Millisecond, 100*time.Millisecond, progress)
 		if err != nil || r.Errors != 1 || r.Findings[0].Code != CodeWouldBeRefused {

@@ -11,7 +11,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // alertTests are promtool's unit tests of the chart's alerts.
@@ -20,7 +20,7 @@ const alertTests = "testdata/alerts.test.yaml"
 // TestAlertRules runs `promtool test rules` on the PrometheusRule the chart renders: what ships, not a
 // copy. Every alert must be tested both firing and not firing.
 func TestAlertRules(t *testing.T) {
-	promtool, err := framework.Promtool()
+	promtool, err := checkout.Promtool()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +106,11 @@ var metricName = regexp.MustCompile(`\b(leasegate_[a-z_]+|controller_runtime_[a-
 // and checks each series it reads is one leasegate or controller-runtime exports. That they return data
 // is the real-cluster suite's test, against a Prometheus scraping the real thing.
 func TestDashboardQueries(t *testing.T) {
-	promtool, err := framework.Promtool()
+	promtool, err := checkout.Promtool()
 	if err != nil {
 		t.Fatal(err)
 	}
-	queries, err := framework.DashboardQueries(framework.DashboardPath())
+	queries, err := checkout.DashboardQueries(checkout.DashboardPath())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,7 +124,7 @@ func TestDashboardQueries(t *testing.T) {
 	}
 	var records []rule
 	for i, q := range queries {
-		expr, err := framework.Substitute(q.Expr, dashboardVars, "5m")
+		expr, err := checkout.Substitute(q.Expr, dashboardVars, "5m")
 		if err != nil {
 			t.Errorf("panel %q query %s: %v", q.Panel, q.RefID, err)
 			continue
@@ -159,7 +159,7 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		"controller_runtime_webhook_requests_in_flight": true,
 	}
 	declared := regexp.MustCompile(`Name:\s+"(leasegate_[a-z_]+)"`)
-	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "internal", "*", "*.go"))
+	files, err := filepath.Glob(filepath.Join(checkout.RepoRoot(), "internal", "*", "*.go"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 var update = flag.Bool("update", false, "rewrite config/ from the chart rendered with its default values")
@@ -28,9 +28,9 @@ var update = flag.Bool("update", false, "rewrite config/ from the chart rendered
 // namespace is where config/ installs leasegate.
 const namespace = "leasegate-system"
 
-func tools(t *testing.T) *framework.Tools {
+func tools(t *testing.T) *checkout.Tools {
 	t.Helper()
-	tl, err := framework.FindTools()
+	tl, err := checkout.FindTools()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +156,7 @@ var configFiles = map[string]string{
 	"webhooks.yaml":       "webhook/webhooks.yaml",
 }
 
-// monitoringFiles maps the templates framework.MonitoringValues switch on to config/monitoring: the
+// monitoringFiles maps the templates checkout.MonitoringValues switch on to config/monitoring: the
 // alerts and the Grafana dashboard, which the chart renders only when asked (they need the Prometheus
 // Operator and Grafana's sidecar).
 var monitoringFiles = map[string]string{
@@ -171,7 +171,7 @@ var sourceLine = regexp.MustCompile(`(?m)^# Source: leasegate/templates/(\S+)\n`
 // rendered with them on. A stale file fails; -update rewrites them.
 func TestConfigIsTheRenderedChart(t *testing.T) {
 	monitoring := filepath.Join(t.TempDir(), "monitoring.yaml")
-	if err := os.WriteFile(monitoring, []byte(framework.MonitoringValues), 0o644); err != nil {
+	if err := os.WriteFile(monitoring, []byte(checkout.MonitoringValues), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	for _, render := range []struct {
@@ -214,7 +214,7 @@ func TestConfigIsTheRenderedChart(t *testing.T) {
 			for template, file := range render.files {
 				want := []byte("# Rendered from charts/leasegate (templates/" + template + ") with " + render.valuesNote + " by\n" +
 					"# `go test ./test/chart -update`; edit the chart, not this file.\n" + strings.Join(docs[template], "\n---\n") + "\n")
-				path := filepath.Join(framework.RepoRoot(), "config", file)
+				path := filepath.Join(checkout.RepoRoot(), "config", file)
 				if *update {
 					if err := os.WriteFile(path, want, 0o644); err != nil {
 						t.Fatal(err)
@@ -233,7 +233,7 @@ func TestConfigIsTheRenderedChart(t *testing.T) {
 // TestCRDsAreOneFile keeps the chart's CRDs (installed by Helm before the templates) the same files as
 // config/crd (kubectl apply -k users and the e2e suite install those).
 func TestCRDsAreOneFile(t *testing.T) {
-	files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "config", "crd", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join(checkout.RepoRoot(), "config", "crd", "*.yaml"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no CRDs in config/crd: %v", err)
 	}
@@ -242,7 +242,7 @@ func TestCRDsAreOneFile(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := os.ReadFile(filepath.Join(framework.ChartDir(), "crds", filepath.Base(file)))
+		got, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "crds", filepath.Base(file)))
 		if err != nil || string(got) != string(want) {
 			t.Errorf("charts/leasegate/crds/%s differs from config/crd: copy it over", filepath.Base(file))
 		}
@@ -253,7 +253,7 @@ func TestCRDsAreOneFile(t *testing.T) {
 // exactly the objects the chart renders by default (plus the namespace), all in leasegate-system.
 func TestKustomizeBuildsTheSameInstall(t *testing.T) {
 	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).
-		Run(filesys.MakeFsOnDisk(), filepath.Join(framework.RepoRoot(), "config", "default"))
+		Run(filesys.MakeFsOnDisk(), filepath.Join(checkout.RepoRoot(), "config", "default"))
 	if err != nil {
 		t.Fatalf("kustomize build config/default: %v", err)
 	}
@@ -414,7 +414,7 @@ func TestChartDefaultConfigIsConfigDefault(t *testing.T) {
 
 // appVersion is the chart's appVersion, the tag of the images it installs.
 func appVersion(t *testing.T) string {
-	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "Chart.yaml"))
+	data, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "Chart.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}

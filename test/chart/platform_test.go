@@ -16,7 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // rendering is the chart rendered with some values, by object.
@@ -310,7 +310,7 @@ func TestPlatformValues(t *testing.T) {
 // TestSchemaDescribesEveryValue: docs/reference.md's values table is generated from the schema's
 // descriptions, so every property (shared definitions' included) has one.
 func TestSchemaDescribesEveryValue(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.schema.json"))
+	data, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "values.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestSchemaDescribesEveryValue(t *testing.T) {
 // and checks what it tells: where the images come from, and to change leasegate-config through values.
 func TestNotes(t *testing.T) {
 	chart := filepath.Join(t.TempDir(), "leasegate")
-	if err := os.CopyFS(chart, os.DirFS(framework.ChartDir())); err != nil {
+	if err := os.CopyFS(chart, os.DirFS(checkout.ChartDir())); err != nil {
 		t.Fatal(err)
 	}
 	notes, err := os.ReadFile(filepath.Join(chart, "templates", "NOTES.txt"))

@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/internal/config"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // previousLoader is a main package written into release N−1's tree: that release's own config.Load over
@@ -44,12 +44,12 @@ func main() {
 // (config.leasegate.io) with their own loader, which refuses unknown fields. A config field this release
 // added that the chart renders by default makes every upgrade from N−1 fail, with nothing upgraded. So
 // the chart's default leasegate-config must load in N−1's loader, built here from the repository's
-// history (framework.PreviousCommit). The other direction is helm rollback: N−1's default
+// history (checkout.PreviousCommit). The other direction is helm rollback: N−1's default
 // leasegate-config must load in this release's webhook, which serves while the rollback rolls it back.
 func TestDefaultConfigLoadsInPreviousWebhook(t *testing.T) {
 	tl := tools(t)
-	previous := framework.PreviousCommit[:7]
-	src, err := framework.ExportCommit(framework.PreviousCommit, t.TempDir())
+	previous := checkout.PreviousCommit[:7]
+	src, err := checkout.ExportCommit(checkout.PreviousCommit, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,7 +66,7 @@ func TestDefaultConfigLoadsInPreviousWebhook(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(loaderDir, "main.go"), []byte(previousLoader), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	loader, err := framework.BuildBinaryFrom(src, t.TempDir(), "./cmd/skew-config-load", "previous-config-load")
+	loader, err := checkout.BuildBinaryFrom(src, t.TempDir(), "./cmd/skew-config-load", "previous-config-load")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,8 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 const (
@@ -46,7 +47,7 @@ func main() {
 	flag.DurationVar(&timing.RetryPeriod, "retry-period", 500*time.Millisecond, "retry period")
 	showLogs := flag.Bool("logs", false, "print every agent's log at the end")
 	flag.Parse()
-	framework.QuietControllerRuntime()
+	process.QuietControllerRuntime()
 	if err := timing.Validate(); err != nil {
 		fmt.Fprintln(os.Stderr, "demo:", err)
 		os.Exit(2)
@@ -61,7 +62,7 @@ func main() {
 
 func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 	say("starting kube-apiserver and etcd (envtest, binaries built from the Go module proxy)")
-	cp, err := framework.StartControlPlane()
+	cp, err := process.StartControlPlane()
 	if err != nil {
 		return err
 	}
@@ -78,11 +79,11 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 	}
 	defer os.RemoveAll(dir)
 	say("building leasegate-agent and leasegate-webhook")
-	agentBinary, err := framework.BuildAgent(dir)
+	agentBinary, err := checkout.BuildAgent(dir)
 	if err != nil {
 		return err
 	}
-	webhookBinary, err := framework.BuildWebhook(dir)
+	webhookBinary, err := checkout.BuildWebhook(dir)
 	if err != nil {
 		return err
 	}
@@ -105,7 +106,7 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 	say("the ReplicaSet of Deployment %q creates 3 pods (lease timing by annotation: %s / %s / %s)",
 		workload, timing.LeaseDuration, timing.RenewDeadline, timing.RetryPeriod)
 	injected := map[string]*corev1.Pod{}
-	var pods []*framework.Pod
+	var pods []*process.Pod
 	for range 3 {
 		pod, err := cp.Client.CoreV1().Pods(namespace).Create(ctx, workerPod(timing), metav1.CreateOptions{})
 		if err != nil {
@@ -127,8 +128,8 @@ func run(ctx context.Context, timing lease.Timing, showLogs bool) error {
 
 	say("running each pod's agent as a local process, with the injected environment and a pod-bound token (standing in for kubelet)")
 	started := time.Now()
-	election := &framework.Election{Launch: func(pod *framework.Pod) (*framework.Agent, error) {
-		return framework.StartInjectedAgent(agentBinary, injected[pod.Name], pod)
+	election := &process.Election{Launch: func(pod *process.Pod) (*process.Agent, error) {
+		return process.StartInjectedAgent(agentBinary, injected[pod.Name], pod)
 	}}
 	if err := election.Start(pods); err != nil {
 		return err
@@ -196,21 +197,21 @@ guards:
 
 // showFence turns the fence on and shows the leader's write pass and a follower's refused, with the
 // Event an operator sees.
-func showFence(ctx context.Context, cp *framework.ControlPlane, election *framework.Election, leader *framework.Agent) error {
+func showFence(ctx context.Context, cp *process.ControlPlane, election *process.Election, leader *process.Agent) error {
 	say("kubectl apply: leasegate-config guards the ConfigMap writes of service account %q with lease %q", workload, leaseName)
 	if _, err := cp.Client.CoreV1().ConfigMaps(webhookNamespace).Create(ctx, &corev1.ConfigMap{
 		ObjectMeta: metav1.ObjectMeta{Name: "leasegate-config"}, Data: map[string]string{"config.yaml": fenceConfig},
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	var follower *framework.Agent
+	var follower *process.Agent
 	for _, a := range election.Agents {
 		if a != leader {
 			follower = a
 			break
 		}
 	}
-	write := func(a *framework.Agent) error {
+	write := func(a *process.Agent) error {
 		config, err := a.Pod.RESTConfig()
 		if err != nil {
 			return err
@@ -255,7 +256,7 @@ func showFence(ctx context.Context, cp *framework.ControlPlane, election *framew
 	return fmt.Errorf("no LeaderGateDenied Event")
 }
 
-func createNamespace(ctx context.Context, cp *framework.ControlPlane) error {
+func createNamespace(ctx context.Context, cp *process.ControlPlane) error {
 	if _, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{
 		Name: namespace, Labels: map[string]string{contract.Inject: contract.InjectEnabled},
 	}}, metav1.CreateOptions{}); err != nil {
@@ -266,7 +267,7 @@ func createNamespace(ctx context.Context, cp *framework.ControlPlane) error {
 		return err
 	}
 	// What the workload itself may do: write ConfigMaps. The fence decides which replica may.
-	return framework.GrantConfigMapWrites(ctx, cp.Client, namespace, workload)
+	return process.GrantConfigMapWrites(ctx, cp.Client, namespace, workload)
 }
 
 // workerPod is a pod as the ReplicaSet of Deployment "orders" would create it.
@@ -293,7 +294,7 @@ func workerPod(timing lease.Timing) *corev1.Pod {
 }
 
 // showProvisioned prints the Role the webhook provisioned once it exists.
-func showProvisioned(ctx context.Context, cp *framework.ControlPlane) error {
+func showProvisioned(ctx context.Context, cp *process.ControlPlane) error {
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
 		role, err := cp.Client.RbacV1().Roles(namespace).Get(ctx, "leasegate-"+workload, metav1.GetOptions{})
@@ -309,7 +310,7 @@ func showProvisioned(ctx context.Context, cp *framework.ControlPlane) error {
 }
 
 // showState prints what each agent says and what the Lease says, side by side.
-func showState(ctx context.Context, cp *framework.ControlPlane, election *framework.Election) error {
+func showState(ctx context.Context, cp *process.ControlPlane, election *process.Election) error {
 	l, err := cp.Client.CoordinationV1().Leases(namespace).Get(ctx, leaseName, metav1.GetOptions{})
 	if err != nil {
 		return err

@@ -10,17 +10,17 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // documents are the files whose links must resolve: README.md and every page under docs/.
 func documents(t *testing.T) []string {
 	t.Helper()
-	pages, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "docs", "*.md"))
+	pages, err := filepath.Glob(filepath.Join(checkout.RepoRoot(), "docs", "*.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	return append([]string{filepath.Join(framework.RepoRoot(), "README.md")}, pages...)
+	return append([]string{filepath.Join(checkout.RepoRoot(), "README.md")}, pages...)
 }
 
 func readMarkdown(t *testing.T, path string) markdown {
@@ -36,7 +36,7 @@ func readMarkdown(t *testing.T, path string) markdown {
 // exists in the repository, and its anchor, if any, is a heading or an HTML id of the markdown file it
 // points into (GitHub's anchor rules), or a line of another file (#L12, #L12-L20).
 func TestLinksResolve(t *testing.T) {
-	root, err := filepath.Abs(framework.RepoRoot())
+	root, err := filepath.Abs(checkout.RepoRoot())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -32,7 +32,7 @@ import (
 	"github.com/leasegate/leasegate/internal/config"
 	_ "github.com/leasegate/leasegate/internal/manager" // every collector leasegate-webhook registers
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 const referencePage = "docs/reference.md"
@@ -58,7 +58,7 @@ const (
 
 func reference(t *testing.T) markdown {
 	t.Helper()
-	return readMarkdown(t, filepath.Join(framework.RepoRoot(), referencePage))
+	return readMarkdown(t, filepath.Join(checkout.RepoRoot(), referencePage))
 }
 
 // documented are the code spans of column col (from 0) of the tables in a section of the reference (the
@@ -105,7 +105,7 @@ func uniqueSorted(s []string) []string {
 // cannot list a package's constants otherwise).
 func contractConstants(t *testing.T) map[string]string {
 	t.Helper()
-	return stringConstants(t, filepath.Join(framework.RepoRoot(), "internal", "contract"))
+	return stringConstants(t, filepath.Join(checkout.RepoRoot(), "internal", "contract"))
 }
 
 func stringConstants(t *testing.T, dir string) map[string]string {
@@ -251,7 +251,7 @@ func TestReferenceNamesEveryAgentSetting(t *testing.T) {
 			docFlags[env] = codeSpans(flagCol[i])
 		}
 	}
-	inCode := append(slices.Collect(maps.Keys(settings)), getenvCalls(t, filepath.Join(framework.RepoRoot(), "cmd", "agent"))...)
+	inCode := append(slices.Collect(maps.Keys(settings)), getenvCalls(t, filepath.Join(checkout.RepoRoot(), "cmd", "agent"))...)
 	compare(t, "agent environment variable", "internal/agent/settings.go and cmd/agent", inCode, docEnv, strconv.Quote(sectionAgentEnv))
 	for env, flag := range settings {
 		if got, ok := docFlags[env]; ok && !slices.Equal(got, []string{flag}) {
@@ -297,7 +297,7 @@ func TestReferenceNamesEveryWebhookFlag(t *testing.T) {
 		t.Fatalf("the go command is not in PATH: this test runs `go run ./cmd/webhook -h`: %v", err)
 	}
 	cmd := exec.Command(goTool, "run", "./cmd/webhook", "-h")
-	cmd.Dir = framework.RepoRoot()
+	cmd.Dir = checkout.RepoRoot()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("go run ./cmd/webhook -h: %v\n%s", err, out)
@@ -597,7 +597,7 @@ func TestReferenceNamesEveryEndpoint(t *testing.T) {
 		return "", false
 	}
 	var agentPaths []string
-	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "agent")) {
+	for _, f := range goFiles(t, filepath.Join(checkout.RepoRoot(), "internal", "agent")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			call, ok := n.(*ast.CallExpr)
 			if !ok || len(call.Args) != 2 {
@@ -619,7 +619,7 @@ func TestReferenceNamesEveryEndpoint(t *testing.T) {
 	compare(t, "agent endpoint", "the mux of internal/agent/server.go", agentPaths, documented(t, ref, sectionAgentPaths, 0), strconv.Quote(sectionAgentPaths))
 
 	var webhookPaths []string
-	for name, v := range stringConstants(t, filepath.Join(framework.RepoRoot(), "internal", "manager")) {
+	for name, v := range stringConstants(t, filepath.Join(checkout.RepoRoot(), "internal", "manager")) {
 		if strings.HasSuffix(name, "Path") {
 			webhookPaths = append(webhookPaths, v)
 		}
@@ -636,7 +636,7 @@ func TestReferenceNamesEveryEndpoint(t *testing.T) {
 // TestReferenceNamesEveryWebhookEntry: the entries of the webhook configurations the chart renders
 // (config/webhook/webhooks.yaml, which test/chart keeps the chart's) are the rows of their section.
 func TestReferenceNamesEveryWebhookEntry(t *testing.T) {
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "config", "webhook", "webhooks.yaml"))
+	data, err := os.ReadFile(filepath.Join(checkout.RepoRoot(), "config", "webhook", "webhooks.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -651,7 +651,7 @@ func TestReferenceNamesEveryWebhookEntry(t *testing.T) {
 // are the rows of Decision reasons.
 func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 	var inCode []string
-	for _, f := range goFiles(t, filepath.Join(framework.RepoRoot(), "internal", "fence")) {
+	for _, f := range goFiles(t, filepath.Join(checkout.RepoRoot(), "internal", "fence")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "reasonCodes" || len(vs.Values) != 1 {
@@ -681,7 +681,7 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 // TestReferenceNamesEveryEventReason: the reasons of the Events leasegate-webhook records (every
 // Recorder.Eventf(regarding, related, type, reason, ...) under internal/) are the rows of Events.
 func TestReferenceNamesEveryEventReason(t *testing.T) {
-	dirs, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "internal", "*"))
+	dirs, err := filepath.Glob(filepath.Join(checkout.RepoRoot(), "internal", "*"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,7 +14,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 var update = flag.Bool("update", false, "regenerate the Helm values table of docs/reference.md from the chart's values.schema.json and values.yaml")
@@ -29,11 +29,11 @@ const (
 // schema has (its path, its default from values.yaml, its description from the schema), in the schema's
 // order. A new value in the schema, or a new description, makes it stale; -update regenerates it.
 func TestHelmValuesTable(t *testing.T) {
-	schema, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.schema.json"))
+	schema, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "values.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	values, err := os.ReadFile(filepath.Join(framework.ChartDir(), "values.yaml"))
+	values, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +41,7 @@ func TestHelmValuesTable(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(framework.RepoRoot(), "docs", "reference.md")
+	path := filepath.Join(checkout.RepoRoot(), "docs", "reference.md")
 	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)

@@ -18,7 +18,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/observe"
+	"github.com/leasegate/leasegate/test/framework/process"
+	"github.com/leasegate/leasegate/test/framework/relay"
 )
 
 // fastTiming keeps failover specs short while keeping the proportions of the defaults.
@@ -28,9 +30,9 @@ const leaseName = "worker"
 
 // startAgents creates a pod with a pod-bound token for each agent and starts the agent binary as that
 // pod. servers, when given, is the API server address each agent's kubeconfig uses.
-func startAgents(ctx context.Context, namespace string, n int, opts framework.AgentOptions, servers ...string) []*framework.Agent {
+func startAgents(ctx context.Context, namespace string, n int, opts process.AgentOptions, servers ...string) []*process.Agent {
 	dir := GinkgoT().TempDir()
-	agents := make([]*framework.Agent, n)
+	agents := make([]*process.Agent, n)
 	for i := range agents {
 		server := ""
 		if i < len(servers) {
@@ -43,15 +45,15 @@ func startAgents(ctx context.Context, namespace string, n int, opts framework.Ag
 	return agents
 }
 
-func startAgent(pod *framework.Pod, opts framework.AgentOptions) *framework.Agent {
-	agent, err := framework.StartAgent(agentBinary, pod, leaseName, opts)
+func startAgent(pod *process.Pod, opts process.AgentOptions) *process.Agent {
+	agent, err := process.StartAgent(agentBinary, pod, leaseName, opts)
 	Expect(err).NotTo(HaveOccurred())
 	stopAtCleanup(agent)
 	return agent
 }
 
 // stopAtCleanup stops agent when the spec ends, reporting its logs if the spec failed.
-func stopAtCleanup(agent *framework.Agent) {
+func stopAtCleanup(agent *process.Agent) {
 	DeferCleanup(func() {
 		agent.Stop()
 		if CurrentSpecReport().Failed() {
@@ -61,8 +63,8 @@ func stopAtCleanup(agent *framework.Agent) {
 }
 
 // soleLeader waits until exactly one agent claims leadership, all agree on its identity, and returns it.
-func soleLeader(agents []*framework.Agent) *framework.Agent {
-	var leader *framework.Agent
+func soleLeader(agents []*process.Agent) *process.Agent {
+	var leader *process.Agent
 	Eventually(func(g Gomega) {
 		leader = nil
 		for _, a := range agents {
@@ -83,8 +85,8 @@ func soleLeader(agents []*framework.Agent) *framework.Agent {
 	return leader
 }
 
-func others(agents []*framework.Agent, except *framework.Agent) []*framework.Agent {
-	var rest []*framework.Agent
+func others(agents []*process.Agent, except *process.Agent) []*process.Agent {
+	var rest []*process.Agent
 	for _, a := range agents {
 		if a != except {
 			rest = append(rest, a)
@@ -94,20 +96,20 @@ func others(agents []*framework.Agent, except *framework.Agent) []*framework.Age
 }
 
 // timeUntilOneLeads measures how long after since one of the agents claims leadership.
-func timeUntilOneLeads(agents []*framework.Agent, since time.Time, timeout time.Duration) (*framework.Agent, time.Duration) {
-	next, err := framework.FirstToLead(agents, timeout)
+func timeUntilOneLeads(agents []*process.Agent, since time.Time, timeout time.Duration) (*process.Agent, time.Duration) {
+	next, err := process.FirstToLead(agents, timeout)
 	Expect(err).NotTo(HaveOccurred())
 	return next, time.Since(since)
 }
 
 // failOver stops the sole leader with sig, waits until another agent leads, and restarts the stopped
 // pod's agent with the same identity, as kubelet restarts a container; agents is updated in place.
-func failOver(ctx context.Context, agents []*framework.Agent, sig syscall.Signal) (stopped, restarted *framework.Agent) {
+func failOver(ctx context.Context, agents []*process.Agent, sig syscall.Signal) (stopped, restarted *process.Agent) {
 	stopped = soleLeader(agents)
 	Expect(stopped.Signal(sig)).To(Succeed())
 	Expect(stopped.WaitExit(ctx, 2*time.Second)).To(BeTrue())
 	soleLeader(others(agents, stopped))
-	restarted = startAgent(stopped.Pod, framework.AgentOptions{Timing: fastTiming})
+	restarted = startAgent(stopped.Pod, process.AgentOptions{Timing: fastTiming})
 	for i := range agents {
 		if agents[i] == stopped {
 			agents[i] = restarted
@@ -119,7 +121,7 @@ func failOver(ctx context.Context, agents []*framework.Agent, sig syscall.Signal
 // expectSteppedDown checks a leader resumed after a freeze: from its first answer it must not claim
 // leadership, since its claim ran out at its renew deadline whether or not its loop has run since, and it
 // soon names the new holder.
-func expectSteppedDown(stale, next *framework.Agent) {
+func expectSteppedDown(stale, next *process.Agent) {
 	Consistently(stale.IsLeader).WithTimeout(time.Second).WithPolling(5 * time.Millisecond).Should(BeFalse())
 	Eventually(func() (string, error) {
 		s, err := stale.Leader()
@@ -138,11 +140,11 @@ var _ = Describe("The leader agent", func() {
 		ns := newNamespace(ctx)
 		statusDir := GinkgoT().TempDir()
 		dir := GinkgoT().TempDir()
-		var agents []*framework.Agent
+		var agents []*process.Agent
 		for i := range 3 {
 			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "")
 			Expect(err).NotTo(HaveOccurred())
-			agents = append(agents, startAgent(pod, framework.AgentOptions{
+			agents = append(agents, startAgent(pod, process.AgentOptions{
 				Timing: fastTiming, StatusFile: filepath.Join(statusDir, pod.Name+".json"),
 			}))
 		}
@@ -177,7 +179,7 @@ var _ = Describe("The leader agent", func() {
 
 	It("hands over within a second of SIGTERM, exits 0, and the Lease records the release", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 
 		holders := watchLeaseOf(ctx, ns)
@@ -197,7 +199,7 @@ var _ = Describe("The leader agent", func() {
 
 	It("lets a follower take over within lease duration + clock skew margin when the leader is killed", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 
 		killed := time.Now()
@@ -213,15 +215,15 @@ var _ = Describe("The leader agent", func() {
 	It("stops claiming leadership within its renew deadline when the API server becomes unreachable", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		var servers []string
-		var proxies []*framework.Proxy
+		var proxies []*relay.Proxy
 		for range 3 {
-			p, err := framework.StartProxy(controlPlane.Address())
+			p, err := relay.StartProxy(controlPlane.Address())
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(p.Close)
 			proxies = append(proxies, p)
 			servers = append(servers, "https://"+p.Addr)
 		}
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming, Readiness: "leader"}, servers...)
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming, Readiness: "leader"}, servers...)
 		leader := soleLeader(agents)
 		for i, a := range agents {
 			if a == leader {
@@ -253,7 +255,7 @@ var _ = Describe("The leader agent", func() {
 
 	It("never reports leadership it lost while frozen (SIGSTOP), and learns the new holder when resumed", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 
 		Expect(leader.Signal(syscall.SIGSTOP)).To(Succeed())
@@ -267,7 +269,7 @@ var _ = Describe("The leader agent", func() {
 
 	It("never has two agents claiming leadership at once through repeated handovers and crashes", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		sampler, swap := sampleAgentClaims(agents)
 
 		for round := range 6 {
@@ -313,7 +315,7 @@ var _ = Describe("The leader agent", func() {
 		ns := newNamespace(ctx)
 		pod, err := controlPlane.CreatePod(ctx, ns, "worker-0", GinkgoT().TempDir(), unreachableServer)
 		Expect(err).NotTo(HaveOccurred())
-		agent := startAgent(pod, framework.AgentOptions{Timing: fastTiming})
+		agent := startAgent(pod, process.AgentOptions{Timing: fastTiming})
 
 		Eventually(func() (string, error) {
 			body, _, err := agent.Get("/healthz")
@@ -351,8 +353,8 @@ current-context: c
 }
 
 // watchLeaseOf follows the namespace's worker Lease until the spec ends.
-func watchLeaseOf(ctx context.Context, namespace string) *framework.LeaseWatch {
-	w, err := framework.WatchLease(ctx, controlPlane.Client, namespace, leaseName)
+func watchLeaseOf(ctx context.Context, namespace string) *observe.LeaseWatch {
+	w, err := observe.WatchLease(ctx, controlPlane.Client, namespace, leaseName)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
 	return w
@@ -360,21 +362,21 @@ func watchLeaseOf(ctx context.Context, namespace string) *framework.LeaseWatch {
 
 // sampleAgentClaims asks the agents in turn, through their /leader, whether they lead, until the sampler
 // is stopped; swap replaces an agent restarted in place (failOver) in the agents asked.
-func sampleAgentClaims(agents []*framework.Agent) (sampler *framework.ClaimsSampler, swap func(old, new *framework.Agent)) {
+func sampleAgentClaims(agents []*process.Agent) (sampler *observe.ClaimsSampler, swap func(old, new *process.Agent)) {
 	var mu sync.Mutex
 	asked := slices.Clone(agents)
-	sampler = framework.SampleClaims(func() []framework.Claim {
+	sampler = observe.SampleClaims(func() []observe.Claim {
 		mu.Lock()
 		current := slices.Clone(asked)
 		mu.Unlock()
-		var claims []framework.Claim
+		var claims []observe.Claim
 		for _, a := range current {
 			at := time.Now()
 			status, err := a.Leader()
 			if err != nil || !status.IsLeader {
 				continue
 			}
-			claim := framework.Claim{Pod: a.Pod.Name, Asked: at}
+			claim := observe.Claim{Pod: a.Pod.Name, Asked: at}
 			// A multi-cluster agent's since is its local candidacy, not its global leadership: the
 			// sampler counts that claim from its first answer instead.
 			if status.Since != nil && status.GlobalHolder == "" {
@@ -384,7 +386,7 @@ func sampleAgentClaims(agents []*framework.Agent) (sampler *framework.ClaimsSamp
 		}
 		return claims
 	})
-	return sampler, func(old, new *framework.Agent) {
+	return sampler, func(old, new *process.Agent) {
 		mu.Lock()
 		defer mu.Unlock()
 		for i := range asked {

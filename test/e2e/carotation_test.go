@@ -10,21 +10,23 @@ import (
 	. "github.com/onsi/gomega"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/process"
+	"github.com/leasegate/leasegate/test/framework/relay"
 )
 
 var _ = Describe("The agent's API client", func() {
 	It("keeps its leadership through a CA rotation: once ca.crt gains the new CA, the first new connection trusts it, and cut watches resume at once", func(ctx SpecContext) {
-		oldCA, err := framework.NewCA("cluster CA before the rotation")
+		oldCA, err := certs.NewCA("cluster CA before the rotation")
 		Expect(err).NotTo(HaveOccurred())
-		newCA, err := framework.NewCA("cluster CA after the rotation")
+		newCA, err := certs.NewCA("cluster CA after the rotation")
 		Expect(err).NotTo(HaveOccurred())
 		oldCert, err := oldCA.ServingCertificate()
 		Expect(err).NotTo(HaveOccurred())
 		newCert, err := newCA.ServingCertificate()
 		Expect(err).NotTo(HaveOccurred())
 		// The API server, as the agents reach it: serving a certificate of the cluster CA of the moment.
-		apiServer, err := framework.StartTLSProxy(controlPlane.Address(), controlPlane.Config.CAData, oldCert)
+		apiServer, err := relay.StartTLSProxy(controlPlane.Address(), controlPlane.Config.CAData, oldCert)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(apiServer.Close)
 
@@ -32,13 +34,13 @@ var _ = Describe("The agent's API client", func() {
 		caFile := filepath.Join(dir, "ca.crt")
 		replaceFile(caFile, oldCA.PEM)
 		ns := newNamespace(ctx)
-		var agents []*framework.Agent
+		var agents []*process.Agent
 		for i := range 2 {
 			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "https://"+apiServer.Addr)
 			Expect(err).NotTo(HaveOccurred())
 			// The kubeconfig names the CA by its file, as a pod's in-cluster config names ca.crt.
 			Expect(useCAFile(pod.Kubeconfig, caFile)).To(Succeed())
-			agents = append(agents, startAgent(pod, framework.AgentOptions{Timing: fastTiming}))
+			agents = append(agents, startAgent(pod, process.AgentOptions{Timing: fastTiming}))
 		}
 		leader := soleLeader(agents)
 		// A steady state first: every watch older than a second. A watch cut sooner without an event

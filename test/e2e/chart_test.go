@@ -31,13 +31,16 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/observe"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 const chartNamespace = "leasegate-system"
 
 // chartObjects renders the chart and decodes every object in it.
-func chartObjects(tools *framework.Tools, valuesFiles ...string) []*unstructured.Unstructured {
+func chartObjects(tools *checkout.Tools, valuesFiles ...string) []*unstructured.Unstructured {
 	rendered, err := tools.RenderChart(chartNamespace, valuesFiles...)
 	Expect(err).NotTo(HaveOccurred())
 	var objects []*unstructured.Unstructured
@@ -58,7 +61,7 @@ type applier struct {
 	mapper *restmapper.DeferredDiscoveryRESTMapper
 }
 
-func newApplier(cp *framework.ControlPlane) *applier {
+func newApplier(cp *process.ControlPlane) *applier {
 	dc := discovery.NewDiscoveryClientForConfigOrDie(cp.Config)
 	return &applier{
 		client: dynamic.NewForConfigOrDie(cp.Config),
@@ -91,15 +94,15 @@ func (a *applier) apply(ctx context.Context, obj *unstructured.Unstructured, dry
 
 var _ = Describe("The Helm chart", Ordered, func() {
 	var (
-		cp    *framework.ControlPlane
-		tools *framework.Tools
+		cp    *process.ControlPlane
+		tools *checkout.Tools
 	)
 	BeforeAll(func() {
 		var err error
-		tools, err = framework.FindTools()
+		tools, err = checkout.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		By("starting a control plane of its own, with cert-manager's and the Prometheus Operator's CRDs: the chart's objects are cluster-wide")
-		cp, err = framework.StartControlPlane(tools.CertManagerCRDs, tools.PrometheusOperatorCRDs, filepath.Join(framework.RepoRoot(), "charts", "leasegate", "crds"))
+		cp, err = process.StartControlPlane(tools.CertManagerCRDs, tools.PrometheusOperatorCRDs, filepath.Join(checkout.RepoRoot(), "charts", "leasegate", "crds"))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cp.Stop)
 		_, err = cp.Client.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{
@@ -110,7 +113,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 	It("renders only objects a v1.36 API server and cert-manager's and the Prometheus Operator's schemas accept, for every values file", func(ctx SpecContext) {
 		a := newApplier(cp)
-		files, err := filepath.Glob(filepath.Join(framework.RepoRoot(), "test", "chart", "testdata", "values", "*.yaml"))
+		files, err := filepath.Glob(filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		for _, values := range append([]string{""}, files...) {
 			var valuesFiles []string
@@ -151,7 +154,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			{tools.CertManagerController, []string{"--cluster-resource-namespace=" + chartNamespace, "--metrics-listen-address=127.0.0.1:0"}},
 			{tools.CertManagerCAInjector, nil},
 		} {
-			p, err := framework.StartProcess(exec.Command(component.binary,
+			p, err := process.StartProcess(exec.Command(component.binary,
 				append([]string{"--kubeconfig=" + kubeconfig, "--leader-elect=false"}, component.args...)...))
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(func() {
@@ -209,14 +212,14 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		for _, key := range []string{"tls.crt", "tls.key"} {
 			Expect(os.WriteFile(filepath.Join(certDir, key), secret.Data[key], 0o600)).To(Succeed())
 		}
-		binary, err := framework.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		ports := make([]int, 3)
 		for i := range ports {
-			ports[i], err = framework.FreePort()
+			ports[i], err = process.FreePort()
 			Expect(err).NotTo(HaveOccurred())
 		}
-		p, err := framework.StartProcess(exec.Command(binary, "--kubeconfig="+kubeconfig, "--namespace="+chartNamespace,
+		p, err := process.StartProcess(exec.Command(binary, "--kubeconfig="+kubeconfig, "--namespace="+chartNamespace,
 			"--cert-dir="+certDir, fmt.Sprintf("--webhook-port=%d", ports[0]),
 			fmt.Sprintf("--health-probe-bind-address=127.0.0.1:%d", ports[1]), fmt.Sprintf("--metrics-bind-address=127.0.0.1:%d", ports[2])))
 		Expect(err).NotTo(HaveOccurred())
@@ -307,10 +310,10 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "prometheus", Namespace: chartNamespace}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		client, err := framework.WebhookClient(secret.Data["ca.crt"], chartNamespace)
+		client, err := observe.WebhookClient(secret.Data["ca.crt"], chartNamespace)
 		Expect(err).NotTo(HaveOccurred())
 		scrape := func(token string) (int, string) {
-			code, body, err := framework.GetWithToken(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/metrics", ports[2]), token)
+			code, body, err := observe.GetWithToken(ctx, client, fmt.Sprintf("https://127.0.0.1:%d/metrics", ports[2]), token)
 			Expect(err).NotTo(HaveOccurred(), "metrics over TLS with the webhook's certificate, checked against cert-manager's CA")
 			return code, string(body)
 		}
@@ -374,7 +377,7 @@ var _ = Describe("The Helm chart", Ordered, func() {
 
 // strictFenceValues is the chart test's values file with guards.
 func strictFenceValues() string {
-	return filepath.Join(framework.RepoRoot(), "test", "chart", "testdata", "values", "strict-fence.yaml")
+	return filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "strict-fence.yaml")
 }
 
 var certificatesResource = schema.GroupVersionResource{Group: "cert-manager.io", Version: "v1", Resource: "certificates"}
@@ -390,7 +393,7 @@ func readyCondition(obj *unstructured.Unstructured) string {
 }
 
 func parseCertificate(data []byte) *x509.Certificate {
-	cert, err := framework.ParseCertificate(data)
+	cert, err := certs.ParseCertificate(data)
 	Expect(err).NotTo(HaveOccurred())
 	return cert
 }

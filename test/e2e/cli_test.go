@@ -35,7 +35,8 @@ import (
 
 	"github.com/leasegate/leasegate/internal/cli"
 	"github.com/leasegate/leasegate/internal/golden"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // updateGoldens rewrites this suite's golden files: go test ./test/e2e -update -ginkgo.focus=kubectl
@@ -50,20 +51,20 @@ func compareE2EGolden(name string, got []byte) {
 
 var _ = Describe("kubectl leasegate", Ordered, func() {
 	var (
-		cp         *framework.ControlPlane
+		cp         *process.ControlPlane
 		plugin     string
 		kubeconfig string
 	)
 	BeforeAll(func(ctx SpecContext) {
 		var err error
 		By("starting a control plane of its own: the goldens need objects no other spec touches")
-		cp, err = framework.StartControlPlane()
+		cp, err = process.StartControlPlane()
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(cp.Stop)
 		dir := GinkgoT().TempDir()
 		kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 		Expect(cp.AdminKubeconfig(kubeconfig)).To(Succeed())
-		plugin, err = framework.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
+		plugin, err = checkout.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
 		Expect(err).NotTo(HaveOccurred())
 		plantElections(ctx, cp)
 	})
@@ -103,7 +104,7 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 	})
 
 	It("completes lease names and --to pods through the kubectl_complete-leasegate shim", func() {
-		shim := filepath.Join(framework.RepoRoot(), "cmd", "kubectl-leasegate", "kubectl_complete-leasegate")
+		shim := filepath.Join(checkout.RepoRoot(), "cmd", "kubectl-leasegate", "kubectl_complete-leasegate")
 		complete := func(args ...string) string {
 			// kubectl runs the shim with the words after "kubectl leasegate"; the shim runs the plugin from PATH.
 			cmd := exec.Command(shim, append([]string{"--kubeconfig", kubeconfig}, args...)...)
@@ -121,7 +122,7 @@ var _ = Describe("kubectl leasegate", Ordered, func() {
 	})
 
 	It("prints a new row when the lease changes hands (--watch)", func(ctx SpecContext) {
-		watch, err := framework.StartProcess(exec.Command(plugin, "--kubeconfig", kubeconfig, "status", "orders", "-n", "shop", "--watch"))
+		watch, err := process.StartProcess(exec.Command(plugin, "--kubeconfig", kubeconfig, "status", "orders", "-n", "shop", "--watch"))
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(watch.Stop)
 		Eventually(watch.Logs, 10*time.Second).Should(ContainSubstring("orders-0"))
@@ -223,7 +224,7 @@ func checkOptions() cli.CheckOptions {
 // guards, a managed lease held by one of its two candidate pods (agents injected with the default
 // timing), a released managed lease, cert-manager's lease (guarded, not managed), a lease leasegate has
 // nothing to do with, and denial Events in and out of the last hour.
-func plantElections(ctx context.Context, cp *framework.ControlPlane) {
+func plantElections(ctx context.Context, cp *process.ControlPlane) {
 	for _, ns := range []string{"shop", leasegateNamespace} {
 		_, err := cp.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -299,8 +300,8 @@ guards:
 
 // installWebhookConfigurations installs config/webhook with every entry's clientConfig at url, trusting
 // caBundle, as cert-manager's cainjector would leave it.
-func installWebhookConfigurations(ctx context.Context, cp *framework.ControlPlane, url string, caBundle []byte) {
-	data, err := os.ReadFile(framework.WebhookManifests())
+func installWebhookConfigurations(ctx context.Context, cp *process.ControlPlane, url string, caBundle []byte) {
+	data, err := os.ReadFile(process.WebhookManifests())
 	Expect(err).NotTo(HaveOccurred())
 	admission := cp.Client.AdmissionregistrationV1()
 	for _, doc := range bytes.Split(data, []byte("\n---\n")) {

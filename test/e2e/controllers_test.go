@@ -22,20 +22,21 @@ import (
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // replica is one replica of a controller that runs its own election: a pod object, and a process that
 // authenticates with a token bound to it.
 type replica struct {
-	pod     *framework.Pod
-	process *framework.Process
+	pod     *process.Pod
+	process *process.Process
 }
 
 // startReplicas runs a controller as pods ctrl-0 and ctrl-1 of namespace, with no agent. Each process
 // authenticates with a token bound to its pod and, as in a pod, has the pod's name as its hostname (a UTS
 // namespace of its own) and in POD_NAME. args gives the command line for a pod.
-func startReplicas(ctx context.Context, namespace string, args func(pod *framework.Pod) []string) []*replica {
+func startReplicas(ctx context.Context, namespace string, args func(pod *process.Pod) []string) []*replica {
 	dir := GinkgoT().TempDir()
 	var replicas []*replica
 	for i := range 2 {
@@ -43,7 +44,7 @@ func startReplicas(ctx context.Context, namespace string, args func(pod *framewo
 		Expect(err).NotTo(HaveOccurred())
 		cmd := exec.Command("unshare", append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, pod.Name}, args(pod)...)...)
 		cmd.Env = []string{"KUBECONFIG=" + pod.Kubeconfig, "POD_NAME=" + pod.Name, "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
-		p, err := framework.StartProcess(cmd)
+		p, err := process.StartProcess(cmd)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(func() {
 			p.Terminate(5 * time.Second)
@@ -88,10 +89,10 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 			setConfig(ctx, guard)
 			binary := filepath.Join(GinkgoT().TempDir(), filepath.Base(pkg))
 			build := exec.Command("go", "build", "-o", binary, pkg)
-			build.Dir = framework.RepoRoot()
+			build.Dir = checkout.RepoRoot()
 			out, err := build.CombinedOutput()
 			Expect(err).NotTo(HaveOccurred(), string(out))
-			replicas := startReplicas(ctx, ns, func(*framework.Pod) []string {
+			replicas := startReplicas(ctx, ns, func(*process.Pod) []string {
 				return []string{binary, "--namespace", ns, "--lease", "controller"}
 			})
 
@@ -113,12 +114,12 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 			Eventually(follower.process.Logs).WithTimeout(10 * time.Second).Should(And(
 				ContainSubstring("leader leader-output allowed"), ContainSubstring("any any-"+follower.pod.Name+" allowed")))
 		},
-		Entry("a controller-runtime manager: <hostname>_<uuid>, read by the default format", "./test/crcontroller", "", `^ctrl-[01]_[0-9a-f-]{36}$`),
-		Entry("a client-go controller whose identity is its pod name: holderFormat pod-name", "./test/clientgocontroller", "pod-name", `^ctrl-[01]$`),
+		Entry("a controller-runtime manager: <hostname>_<uuid>, read by the default format", "./test/fixtures/crcontroller", "", `^ctrl-[01]_[0-9a-f-]{36}$`),
+		Entry("a client-go controller whose identity is its pod name: holderFormat pod-name", "./test/fixtures/clientgocontroller", "pod-name", `^ctrl-[01]$`),
 	)
 
 	It("fences cert-manager's controller, unmodified, by the lease it keeps in kube-system", func(ctx SpecContext) {
-		tools, err := framework.FindTools()
+		tools, err := checkout.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		_, err = envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: []string{tools.CertManagerCRDs}, ErrorIfPathMissing: true})
 		Expect(err).NotTo(HaveOccurred())
@@ -126,7 +127,7 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 		binding := &rbacv1.ClusterRoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "cert-manager-" + cmNamespace},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "cluster-admin"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: cmNamespace, Name: framework.ServiceAccountName}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: cmNamespace, Name: process.ServiceAccountName}},
 		}
 		_, err = controlPlane.Client.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
@@ -154,7 +155,7 @@ guards:
 
 		By("starting two replicas of cert-manager's controller, as pods ctrl-0 and ctrl-1")
 		setConfig(ctx, cmGuard(""))
-		replicas := startReplicas(ctx, cmNamespace, func(pod *framework.Pod) []string {
+		replicas := startReplicas(ctx, cmNamespace, func(pod *process.Pod) []string {
 			return []string{tools.CertManagerController, "--kubeconfig=" + pod.Kubeconfig,
 				"--leader-election-namespace=kube-system", "--cluster-resource-namespace=" + cmNamespace,
 				"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",

@@ -12,16 +12,17 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // leasegateNamespace is where the webhook runs and its ConfigMap lives.
 const leasegateNamespace = "leasegate-system"
 
 var (
-	controlPlane *framework.ControlPlane
+	controlPlane *process.ControlPlane
 	agentBinary  string
-	webhook      *framework.Webhook
+	webhook      *process.Webhook
 )
 
 func TestE2E(t *testing.T) {
@@ -32,15 +33,15 @@ func TestE2E(t *testing.T) {
 var _ = BeforeSuite(func() {
 	var err error
 	By("starting kube-apiserver and etcd")
-	controlPlane, err = framework.StartControlPlane()
+	controlPlane, err = process.StartControlPlane()
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(controlPlane.Stop)
 
 	By("building leasegate-agent and leasegate-webhook")
 	dir := GinkgoT().TempDir()
-	agentBinary, err = framework.BuildAgent(dir)
+	agentBinary, err = checkout.BuildAgent(dir)
 	Expect(err).NotTo(HaveOccurred())
-	webhookBinary, err := framework.BuildWebhook(dir)
+	webhookBinary, err := checkout.BuildWebhook(dir)
 	Expect(err).NotTo(HaveOccurred())
 
 	By("starting leasegate-webhook and installing config/webhook, with a real TLS certificate")

@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // twoElections are a fast election, its timing derived from a 3 s takeover objective (lease duration 2 s
@@ -31,8 +31,8 @@ slow: {leaseDuration: 6s, renewDeadline: 4s, retryPeriod: 1s}
 
 // holderOfElection asks every agent about election and returns the one that claims it, failing while not exactly
 // one does.
-func holderOfElection(g Gomega, agents []*framework.Agent, election string) *framework.Agent {
-	var claiming []*framework.Agent
+func holderOfElection(g Gomega, agents []*process.Agent, election string) *process.Agent {
+	var claiming []*process.Agent
 	for _, a := range agents {
 		s, err := a.Election(election)
 		g.Expect(err).NotTo(HaveOccurred())
@@ -77,7 +77,7 @@ guards:
 		agents := startInjectedAgents(ctx, pods)
 
 		By("electing exactly one leader per election, with each election's own timing in its Lease")
-		holders := map[string]*framework.Agent{}
+		holders := map[string]*process.Agent{}
 		Eventually(func(g Gomega) {
 			for election := range twoElections {
 				holders[election] = holderOfElection(g, agents, election)
@@ -94,7 +94,7 @@ guards:
 		Expect(code).To(Equal(404))
 
 		By("fencing ConfigMap writes by the slow election's lease alone")
-		Expect(framework.GrantConfigMapWrites(ctx, controlPlane.Client, ns, "orders")).To(Succeed())
+		Expect(process.GrantConfigMapWrites(ctx, controlPlane.Client, ns, "orders")).To(Succeed())
 		for _, a := range agents {
 			client, _ := clientFor(a.Pod.Kubeconfig)
 			err := writeConfigMap(ctx, client, ns, "state", a.Pod.Name)
@@ -110,7 +110,7 @@ guards:
 		victim := holders["fast"]
 		Expect(victim.Signal(syscall.SIGKILL)).To(Succeed())
 		killed := time.Now()
-		var survivors []*framework.Agent
+		var survivors []*process.Agent
 		for _, a := range agents {
 			if a != victim {
 				survivors = append(survivors, a)
@@ -140,7 +140,7 @@ guards:
 		if len(moved) == 2 {
 			Expect(moved["fast"]).To(BeNumerically("<", moved["slow"]), "the fast election moved first: each on its own timing")
 		} else {
-			Consistently(func(g Gomega) *framework.Agent { return holderOfElection(g, survivors, "slow") }).
+			Consistently(func(g Gomega) *process.Agent { return holderOfElection(g, survivors, "slow") }).
 				WithTimeout(twoElections["slow"].budget).Should(Equal(holders["slow"]), "an election the dead pod did not hold keeps its holder")
 		}
 	})

@@ -21,7 +21,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // forgedReview is an AdmissionReview a pod makes up and POSTs to the webhook itself: a ConfigMap update
@@ -34,7 +36,7 @@ func forgedReview(namespace, object, ghost string) []byte {
 			Kind:     metav1.GroupVersionKind{Version: "v1", Kind: "ConfigMap"},
 			Resource: metav1.GroupVersionResource{Version: "v1", Resource: "configmaps"},
 			UserInfo: authenticationv1.UserInfo{
-				Username: "system:serviceaccount:" + namespace + ":" + framework.ServiceAccountName,
+				Username: "system:serviceaccount:" + namespace + ":" + process.ServiceAccountName,
 				Extra: map[string]authenticationv1.ExtraValue{
 					"authentication.kubernetes.io/pod-name": {ghost}, "authentication.kubernetes.io/pod-uid": {"uid-" + ghost},
 				},
@@ -48,7 +50,7 @@ func forgedReview(namespace, object, ghost string) []byte {
 
 // postReview POSTs a review to the webhook's guarded path as a pod would, trusting its CA, presenting
 // certs.
-func postReview(w *framework.Webhook, review []byte, certs ...tls.Certificate) (*admissionv1.AdmissionReview, error) {
+func postReview(w *process.Webhook, review []byte, certs ...tls.Certificate) (*admissionv1.AdmissionReview, error) {
 	roots := x509.NewCertPool()
 	roots.AppendCertsFromPEM(w.CA)
 	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: roots, Certificates: certs}}}
@@ -63,7 +65,7 @@ func postReview(w *framework.Webhook, review []byte, certs ...tls.Certificate) (
 }
 
 // webhookCounter sums the samples of a counter in w's metrics whose labels contain labels.
-func webhookCounter(w *framework.Webhook, name, labels string) float64 {
+func webhookCounter(w *process.Webhook, name, labels string) float64 {
 	resp, err := http.Get(w.MetricsURL)
 	Expect(err).NotTo(HaveOccurred())
 	defer resp.Body.Close()
@@ -114,7 +116,7 @@ var _ = Describe("Made-up AdmissionReviews POSTed to the webhook", Serial, func(
 		pod, err := controlPlane.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "follower", Labels: map[string]string{contract.Injected: "true"}},
 			Spec: corev1.PodSpec{
-				ServiceAccountName: framework.ServiceAccountName,
+				ServiceAccountName: process.ServiceAccountName,
 				Containers:         []corev1.Container{{Name: "app", Image: "example.invalid/app"}},
 			},
 		}, metav1.CreateOptions{})
@@ -146,23 +148,23 @@ var _ = Describe("Made-up AdmissionReviews POSTed to the webhook", Serial, func(
 var _ = Describe("A webhook that verifies the API server's client certificate", Ordered, func() {
 	const subject = "kube-apiserver-webhook-client"
 	var (
-		plane    *framework.ControlPlane
-		verified *framework.Webhook
-		apiCert  *framework.ClientCertificate
+		plane    *process.ControlPlane
+		verified *process.Webhook
+		apiCert  *certs.ClientCertificate
 		dir      string
 	)
 	BeforeAll(func(ctx SpecContext) {
 		dir = GinkgoT().TempDir()
 		var err error
-		apiCert, err = framework.WriteClientCertificate(dir, "apiserver", subject)
+		apiCert, err = certs.WriteClientCertificate(dir, "apiserver", subject)
 		Expect(err).NotTo(HaveOccurred())
-		admissionConfig, err := framework.WriteWebhookAdmissionConfig(dir, apiCert)
+		admissionConfig, err := certs.WriteWebhookAdmissionConfig(dir, apiCert)
 		Expect(err).NotTo(HaveOccurred())
 		By("starting a kube-apiserver whose AdmissionConfiguration gives its webhook calls a client certificate")
-		plane, err = framework.StartControlPlaneWithFlags(map[string]string{"admission-control-config-file": admissionConfig})
+		plane, err = process.StartControlPlaneWithFlags(map[string]string{"admission-control-config-file": admissionConfig})
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(plane.Stop)
-		binary, err := framework.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		By("starting leasegate-webhook with client verification; it is ready once the API server's calls get through")
 		verified, err = plane.StartWebhook(ctx, binary, dir, leasegateNamespace,
@@ -195,7 +197,7 @@ var _ = Describe("A webhook that verifies the API server's client certificate", 
 		decisions := webhookCounter(verified, "leasegate_fence_decisions_total", `webhook="guarded"`)
 
 		By("a pod's own POSTs: without a certificate, and with one another CA signed")
-		otherCert, err := framework.WriteClientCertificate(dir, "other", subject)
+		otherCert, err := certs.WriteClientCertificate(dir, "other", subject)
 		Expect(err).NotTo(HaveOccurred())
 		other, err := tls.LoadX509KeyPair(otherCert.CertFile, otherCert.KeyFile)
 		Expect(err).NotTo(HaveOccurred())

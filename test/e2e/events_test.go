@@ -18,11 +18,12 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/process"
+	"github.com/leasegate/leasegate/test/framework/report"
 )
 
 // followEvents opens an agent's event stream for the rest of the spec.
-func followEvents(a *framework.Agent) *framework.EventStream {
+func followEvents(a *process.Agent) *process.EventStream {
 	s, err := a.FollowEvents("/leader")
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(s.Stop)
@@ -30,20 +31,20 @@ func followEvents(a *framework.Agent) *framework.EventStream {
 }
 
 // namesHolder matches an event whose status names holder as the lease's holder.
-func namesHolder(holder string) func(framework.LeaderEvent) bool {
-	return func(e framework.LeaderEvent) bool { return e.Status.Holder == holder }
+func namesHolder(holder string) func(process.LeaderEvent) bool {
+	return func(e process.LeaderEvent) bool { return e.Status.Holder == holder }
 }
 
 var _ = Describe("Leadership events and fencing tokens", func() {
 	It("streams each change of leader to an event-stream client on every agent, each new term with a higher fencing token, and ends the stream of an agent that stops", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 		holders := watchLeaseOf(ctx, ns)
-		streams := map[*framework.Agent]*framework.EventStream{}
+		streams := map[*process.Agent]*process.EventStream{}
 		for _, a := range agents {
 			streams[a] = followEvents(a)
-			state, err := streams[a].Next(5*time.Second, func(e framework.LeaderEvent) bool { return true })
+			state, err := streams[a].Next(5*time.Second, func(e process.LeaderEvent) bool { return true })
 			Expect(err).NotTo(HaveOccurred())
 			Expect(state.Name).To(Equal("state"), "a stream opens with the state")
 			Expect(state.Status.Holder).To(Equal(leader.Pod.Identity()))
@@ -63,7 +64,7 @@ var _ = Describe("Leadership events and fencing tokens", func() {
 			// The new holder's write started at its acquireTime, on this machine's clock: the moment the
 			// lease changed hands.
 			changed := change.Spec.AcquireTime.Time
-			_, err = stopped.Next(time.Second, func(e framework.LeaderEvent) bool { return e.Name == "stopped" })
+			_, err = stopped.Next(time.Second, func(e process.LeaderEvent) bool { return e.Name == "stopped" })
 			Expect(err).NotTo(HaveOccurred(), "the stopping leader's stream says it stopped")
 			Expect(stopped.WaitEnd(2*time.Second)).To(Succeed(), "and then ends cleanly")
 			Expect(leader.WaitExit(ctx, 2*time.Second)).To(BeTrue())
@@ -86,13 +87,13 @@ var _ = Describe("Leadership events and fencing tokens", func() {
 			token = newToken
 
 			By("restarting the stopped agent, which follows with a stream of its own")
-			restarted := startAgent(leader.Pod, framework.AgentOptions{Timing: fastTiming})
+			restarted := startAgent(leader.Pod, process.AgentOptions{Timing: fastTiming})
 			agents[slices.Index(agents, leader)] = restarted
 			Eventually(func() (string, error) { s, err := restarted.Leader(); return s.Holder, err }).Should(Equal(change.Holder))
 			streams[restarted] = followEvents(restarted)
 			leader = soleLeader(agents)
 		}
-		figures := &framework.FigureTable{}
+		figures := &report.FigureTable{}
 		figures.Durations("event-stream clients hear of a new leader, after its write began", afterWrite)
 		figures.Durations("event-stream clients hear of a new leader, after a watch of the Lease delivered that write", afterWatch)
 		GinkgoWriter.Println(figures.Markdown("Leadership events"))
@@ -108,13 +109,13 @@ var _ = Describe("Leadership events and fencing tokens", func() {
 		store := &tokenStore{etcd: etcd, key: "/leasegate-e2e/" + ns + "/orders"}
 
 		dir := GinkgoT().TempDir()
-		var agents []*framework.Agent
-		apps := map[*framework.Agent]*storeApp{}
+		var agents []*process.Agent
+		apps := map[*process.Agent]*storeApp{}
 		for i := range 3 {
 			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "")
 			Expect(err).NotTo(HaveOccurred())
 			app := newStoreApp(pod.Name, store)
-			a := startAgent(pod, framework.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://")})
+			a := startAgent(pod, process.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://")})
 			agents = append(agents, a)
 			apps[a] = app
 		}

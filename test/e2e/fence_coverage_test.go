@@ -20,7 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // deploymentGuard fences the Deployment writes of service account "worker" in namespace ns with the
@@ -48,7 +48,7 @@ func grantDeploymentWrites(ctx context.Context, ns string) {
 	_, err = controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "deployments"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "deployments"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: framework.ServiceAccountName}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: process.ServiceAccountName}},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
 }
@@ -134,7 +134,7 @@ var _ = Describe("What the fence covers", Serial, func() {
 		createDeployment(ctx, ns, "web")
 		setConfig(ctx, deploymentGuard(ns, `{group: apps, resources: [deployments]}`))
 		Eventually(func() []string { return guardedRules(ctx) }).WithTimeout(5 * time.Second).Should(ContainElement("[apps]/deployments/*"))
-		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 2, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 		follower := others(agents, leader)[0]
 		leaderClient, _ := clientFor(leader.Pod.Kubeconfig)
@@ -174,7 +174,7 @@ var _ = Describe("What the fence covers", Serial, func() {
 		_, err = controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "pods"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "pods"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: framework.ServiceAccountName}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: process.ServiceAccountName}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		_, err = controlPlane.Client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
@@ -185,7 +185,7 @@ var _ = Describe("What the fence covers", Serial, func() {
 		setConfig(ctx, deploymentGuard(ns, `{group: "", resources: [pods], operations: [UPDATE, DELETE]}`))
 		// One apply writes every rule of the guard: the eviction's, a CREATE, with pods/*.
 		Eventually(func() []string { return guardedRules(ctx) }).WithTimeout(5 * time.Second).Should(ContainElement("[]/pods/*"))
-		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 2, process.AgentOptions{Timing: fastTiming})
 		follower := others(agents, soleLeader(agents))[0]
 		followerClient, _ := clientFor(follower.Pod.Kubeconfig)
 

@@ -24,8 +24,8 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/test/framework"
-	"github.com/leasegate/leasegate/test/guardedwrite"
+	"github.com/leasegate/leasegate/test/fixtures/guardedwrite"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // guardConfig fences ConfigMap writes by service account "worker" in namespace ns with the "worker" lease.
@@ -139,10 +139,10 @@ func deniedEvents(ctx context.Context, namespace string) []string {
 
 // fencedAgents starts n agents in a new namespace whose ConfigMap writes a deny guard fences, and returns
 // the namespace, the agents, the leader and a follower.
-func fencedAgents(ctx context.Context, n int) (ns string, agents []*framework.Agent, leader, follower *framework.Agent) {
+func fencedAgents(ctx context.Context, n int) (ns string, agents []*process.Agent, leader, follower *process.Agent) {
 	ns = newNamespace(ctx)
 	setConfig(ctx, guardConfig(ns, "deny", "deny"))
-	agents = startAgents(ctx, ns, n, framework.AgentOptions{Timing: fastTiming})
+	agents = startAgents(ctx, ns, n, process.AgentOptions{Timing: fastTiming})
 	leader = soleLeader(agents)
 	return ns, agents, leader, others(agents, leader)[0]
 }
@@ -174,7 +174,7 @@ var _ = Describe("The fence", Serial, func() {
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		setConfig(ctx, guardConfig(ns, "deny", "deny"))
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 		follower := others(agents, leader)[0]
 		leaderClient, _ := clientFor(leader.Pod.Kubeconfig)
@@ -251,7 +251,7 @@ var _ = Describe("The fence", Serial, func() {
 
 	It("never lets a follower write another pod's identity into a managed Lease or take an unexpired one", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
-		agents := startAgents(ctx, ns, 2, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 2, process.AgentOptions{Timing: fastTiming})
 		leader := soleLeader(agents)
 		follower := others(agents, leader)[0]
 		leases := controlPlane.Client.CoordinationV1().Leases(ns)
@@ -282,14 +282,14 @@ var _ = Describe("The fence", Serial, func() {
 
 		Consistently(leader.IsLeader).WithTimeout(2*time.Second).Should(BeTrue(), "the leader renews through the guard undisturbed")
 		Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
-		next, _ := timeUntilOneLeads([]*framework.Agent{follower}, time.Now(), 5*time.Second)
+		next, _ := timeUntilOneLeads([]*process.Agent{follower}, time.Now(), 5*time.Second)
 		Expect(next).To(Equal(follower), "release and takeover pass the guard")
 	})
 
 	It("admits no write from a non-holder among 1,000 attempts over 20 leadership changes", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		setConfig(ctx, guardConfig(ns, "deny", "deny"))
-		agents := startAgents(ctx, ns, 3, framework.AgentOptions{Timing: fastTiming})
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
 		soleLeader(agents)
 		holder := watchLeaseOf(ctx, ns)
 

@@ -15,7 +15,8 @@ import (
 	. "github.com/onsi/gomega"
 
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/process"
+	"github.com/leasegate/leasegate/test/framework/relay"
 )
 
 // recordingApp is the app behind a gate: it answers every request and records the mutations it served.
@@ -60,18 +61,18 @@ var _ = Describe("The mutation gate", func() {
 	It("passes reads on every replica and mutations only on the leader, answers the others 503 with Retry-After and the holder, and closes within the renew deadline of a leader cut off", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		dir := GinkgoT().TempDir()
-		var agents []*framework.Agent
-		var proxies []*framework.Proxy
-		apps := map[*framework.Agent]*recordingApp{}
+		var agents []*process.Agent
+		var proxies []*relay.Proxy
+		apps := map[*process.Agent]*recordingApp{}
 		for i := range 3 {
-			proxy, err := framework.StartProxy(controlPlane.Address())
+			proxy, err := relay.StartProxy(controlPlane.Address())
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(proxy.Close)
 			proxies = append(proxies, proxy)
 			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "https://"+proxy.Addr)
 			Expect(err).NotTo(HaveOccurred())
 			app := newRecordingApp(pod.Name)
-			agent := startAgent(pod, framework.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://")})
+			agent := startAgent(pod, process.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://")})
 			agents = append(agents, agent)
 			apps[agent] = app
 		}
@@ -136,21 +137,21 @@ var _ = Describe("The mutation gate", func() {
 	It("judges every request the app would take as a mutation as one: a follower refuses post in lower case and a REST POST that claims gRPC", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		dir := GinkgoT().TempDir()
-		var agents []*framework.Agent
-		apps := map[*framework.Agent]*recordingApp{}
+		var agents []*process.Agent
+		apps := map[*process.Agent]*recordingApp{}
 		for i := range 2 {
 			pod, err := controlPlane.CreatePod(ctx, ns, fmt.Sprintf("worker-%d", i), dir, "")
 			Expect(err).NotTo(HaveOccurred())
 			app := newRecordingApp(pod.Name)
 			// The gRPC list narrowed to one method: before, any request that claimed gRPC was judged by it.
-			agent := startAgent(pod, framework.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://"), GateGRPCMethods: "/orders.Orders/Create"})
+			agent := startAgent(pod, process.AgentOptions{Timing: fastTiming, GateUpstream: strings.TrimPrefix(app.URL, "http://"), GateGRPCMethods: "/orders.Orders/Create"})
 			agents = append(agents, agent)
 			apps[agent] = app
 		}
 		leader := soleLeader(agents)
 		follower := others(agents, leader)[0]
 
-		send := func(a *framework.Agent, method, contentType string) int {
+		send := func(a *process.Agent, method, contentType string) int {
 			req, err := http.NewRequest(method, a.GateURL+"/orders", strings.NewReader(`{"item":1}`))
 			Expect(err).NotTo(HaveOccurred())
 			req.Header.Set("Content-Type", contentType)

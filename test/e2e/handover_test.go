@@ -13,7 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 var _ = Describe("kubectl leasegate handover", Ordered, func() {
@@ -23,7 +23,7 @@ var _ = Describe("kubectl leasegate handover", Ordered, func() {
 		kubeconfig = filepath.Join(dir, "admin.kubeconfig")
 		Expect(controlPlane.AdminKubeconfig(kubeconfig)).To(Succeed())
 		var err error
-		plugin, err = framework.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
+		plugin, err = checkout.BuildBinary(dir, "./cmd/kubectl-leasegate", "kubectl-leasegate")
 		Expect(err).NotTo(HaveOccurred())
 	})
 	handover := func(args ...string) (string, int) {

@@ -21,7 +21,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // labelledNamespace creates a namespace with the given labels and a service account "orders".
@@ -77,13 +78,13 @@ func createPod(ctx context.Context, pod *corev1.Pod, dryRun bool) (*corev1.Pod, 
 }
 
 // startInjectedAgents runs each pod's agent from its injected spec, authenticated by a token bound to it.
-func startInjectedAgents(ctx context.Context, pods []*corev1.Pod) []*framework.Agent {
+func startInjectedAgents(ctx context.Context, pods []*corev1.Pod) []*process.Agent {
 	dir := GinkgoT().TempDir()
-	var agents []*framework.Agent
+	var agents []*process.Agent
 	for _, pod := range pods {
 		identity, err := controlPlane.PodIdentity(ctx, pod, dir, "")
 		Expect(err).NotTo(HaveOccurred())
-		agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
+		agent, err := process.StartInjectedAgent(agentBinary, pod, identity)
 		Expect(err).NotTo(HaveOccurred())
 		stopAtCleanup(agent)
 		agents = append(agents, agent)
@@ -199,10 +200,10 @@ var _ = Describe("The injector", func() {
 	})
 
 	It("injects an agent without a fixed user when the chart's OpenShift values leave it to the platform, within restricted, and refuses a config that lifts the agent out of it", Serial, func(ctx SpecContext) {
-		tools, err := framework.FindTools()
+		tools, err := checkout.FindTools()
 		Expect(err).NotTo(HaveOccurred())
 		var data map[string]string
-		for _, obj := range chartObjects(tools, filepath.Join(framework.RepoRoot(), "test", "chart", "testdata", "values", "openshift.yaml")) {
+		for _, obj := range chartObjects(tools, filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "openshift.yaml")) {
 			if obj.GetKind() == "ConfigMap" && obj.GetName() == "leasegate-config" {
 				data, _, _ = unstructured.NestedStringMap(obj.Object, "data")
 			}

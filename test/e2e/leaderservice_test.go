@@ -20,7 +20,8 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/leaderservice"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/observe"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 var _ = Describe("A leader Service", func() {
@@ -46,7 +47,7 @@ var _ = Describe("A leader Service", func() {
 			},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		routes, err := framework.WatchRoutes(ctx, controlPlane.Client, ns, "orders", "orders-leader")
+		routes, err := observe.WatchRoutes(ctx, controlPlane.Client, ns, "orders", "orders-leader")
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(routes.Stop)
 		agents := startInjectedAgents(ctx, pods)
@@ -74,7 +75,7 @@ var _ = Describe("A leader Service", func() {
 			metav1.SetMetaDataAnnotation(&l.ObjectMeta, contract.HandoverFrom, *l.Spec.HolderIdentity)
 			_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			Eventually(func() *framework.Agent { return soleLeader(agents) }).ShouldNot(Equal(leader))
+			Eventually(func() *process.Agent { return soleLeader(agents) }).ShouldNot(Equal(leader))
 			leader = soleLeader(agents)
 			Eventually(routedTo).WithTimeout(10 * time.Second).Should(Equal(leader.Pod.Name))
 		}

@@ -26,18 +26,19 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // injectedCandidates creates n injected pods of Deployment "orders" in a new opted-in namespace and runs
 // the agents of the first running of them; the others only have their pod-bound tokens, so each write
 // they make is the spec's own.
-func injectedCandidates(ctx context.Context, n, running int) (ns string, pods []*corev1.Pod, agents []*framework.Agent, clients []kubernetes.Interface) {
+func injectedCandidates(ctx context.Context, n, running int) (ns string, pods []*corev1.Pod, agents []*process.Agent, clients []kubernetes.Interface) {
 	return injectedCandidatesAnnotated(ctx, n, running, nil)
 }
 
 // injectedCandidatesAnnotated is injectedCandidates for pods with the given annotations.
-func injectedCandidatesAnnotated(ctx context.Context, n, running int, annotations map[string]string) (ns string, pods []*corev1.Pod, agents []*framework.Agent, clients []kubernetes.Interface) {
+func injectedCandidatesAnnotated(ctx context.Context, n, running int, annotations map[string]string) (ns string, pods []*corev1.Pod, agents []*process.Agent, clients []kubernetes.Interface) {
 	ns = labelledNamespace(ctx, optedIn)
 	dir := GinkgoT().TempDir()
 	for i := range n {
@@ -51,7 +52,7 @@ func injectedCandidatesAnnotated(ctx context.Context, n, running int, annotation
 		c, _ := clientFor(identity.Kubeconfig)
 		clients = append(clients, c)
 		if i < running {
-			agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
+			agent, err := process.StartInjectedAgent(agentBinary, pod, identity)
 			Expect(err).NotTo(HaveOccurred())
 			stopAtCleanup(agent)
 			agents = append(agents, agent)
@@ -88,7 +89,7 @@ func take(ctx context.Context, c kubernetes.Interface, ns string, pod *corev1.Po
 }
 
 // releaseByLeader stops the only agent with SIGTERM, which releases the lease, and waits for that.
-func releaseByLeader(ctx context.Context, ns string, leader *framework.Agent) {
+func releaseByLeader(ctx context.Context, ns string, leader *process.Agent) {
 	Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
 	Expect(leader.WaitExit(ctx, 5*time.Second)).To(BeTrue())
 	Expect(ptr.Deref(ordersLease(ctx, ns).Spec.HolderIdentity, "")).To(BeEmpty(), "released")
@@ -257,7 +258,7 @@ var _ = Describe("The lease guard", func() {
 	})
 
 	It("guards a MultiClusterLease's spec like a Lease's, and leaves its status to leasegate's controller", func(ctx SpecContext) {
-		_, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(framework.RepoRoot(), "config", "crd")}})
+		_, err := envtest.InstallCRDs(controlPlane.Config, envtest.CRDInstallOptions{Paths: []string{filepath.Join(checkout.RepoRoot(), "config", "crd")}})
 		Expect(err).NotTo(HaveOccurred())
 		ns := newNamespace(ctx)
 		_, err = controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
@@ -269,7 +270,7 @@ var _ = Describe("The lease guard", func() {
 		_, err = controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
 			ObjectMeta: metav1.ObjectMeta{Name: "multiclusterleases"},
 			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "multiclusterleases"},
-			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: framework.ServiceAccountName}},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: process.ServiceAccountName}},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		dir := GinkgoT().TempDir()

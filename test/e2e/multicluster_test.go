@@ -41,8 +41,12 @@ import (
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
-	"github.com/leasegate/leasegate/test/framework"
-	"github.com/leasegate/leasegate/test/guardedwrite"
+	"github.com/leasegate/leasegate/test/fixtures/guardedwrite"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/etcdcluster"
+	"github.com/leasegate/leasegate/test/framework/process"
+	"github.com/leasegate/leasegate/test/framework/relay"
+	"github.com/leasegate/leasegate/test/framework/report"
 )
 
 // The multi-cluster timing: a 5 s lease duration is the backend TTL; candidates renew every 0.5 s and
@@ -60,8 +64,8 @@ const (
 // controller's path to the global backend can be cut.
 type mclCluster struct {
 	name    string
-	plane   *framework.ControlPlane
-	proxies []*framework.Proxy
+	plane   *process.ControlPlane
+	proxies []*relay.Proxy
 	client  client.Client
 
 	stopController context.CancelFunc
@@ -82,12 +86,12 @@ type mclCandidate struct {
 var (
 	multiclusterRuns    = flag.Int("multicluster.runs", 1, "handovers, crashes and partitions per measured figure in the multi-cluster specs (`make bench`: 20)")
 	multiclusterReport  = flag.String("multicluster.report", "", "write the multi-cluster figures as a markdown table to this file")
-	multiclusterFigures framework.FigureTable
+	multiclusterFigures report.FigureTable
 )
 
 var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, func() {
 	var (
-		etcd *framework.EtcdCluster
+		etcd *etcdcluster.Cluster
 		a, b *mclCluster
 	)
 
@@ -97,18 +101,18 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		dir := GinkgoT().TempDir()
 		By("starting a three-member etcd cluster with TLS as the global backend")
 		var err error
-		etcd, err = framework.StartEtcdCluster(filepath.Join(dir, "global-etcd"), 3)
+		etcd, err = etcdcluster.Start(filepath.Join(dir, "global-etcd"), 3)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(etcd.Stop)
 
 		By("starting two clusters, each with its own control plane and election controller")
 		for _, name := range []string{"a", "b"} {
 			c := &mclCluster{name: name}
-			c.plane, err = framework.StartControlPlane(filepath.Join(framework.RepoRoot(), "config", "crd"))
+			c.plane, err = process.StartControlPlane(filepath.Join(checkout.RepoRoot(), "config", "crd"))
 			Expect(err).NotTo(HaveOccurred())
 			DeferCleanup(c.plane.Stop)
 			for i := range 3 {
-				p, err := framework.StartProxy(etcd.Member(i).ClientAddr)
+				p, err := relay.StartProxy(etcd.Member(i).ClientAddr)
 				Expect(err).NotTo(HaveOccurred())
 				DeferCleanup(p.Close)
 				c.proxies = append(c.proxies, p)
@@ -320,7 +324,7 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 	It("refuses, in A's own API server, the writes of A's old leader once B's candidate has won", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
 		By("running leasegate-webhook on A's API server, a guard on the MultiClusterLease")
-		binary, err := framework.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		fence, err := a.plane.StartWebhook(ctx, binary, dir, leasegateNamespace)
 		Expect(err).NotTo(HaveOccurred())
@@ -348,7 +352,7 @@ guards:
   serviceAccounts: [%s]
   resources: [{group: "", resources: [configmaps]}]
   namespaces: [%s]
-`, currentElection, framework.ServiceAccountName, ns)},
+`, currentElection, process.ServiceAccountName, ns)},
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		By("the global leader a-0 writing through A's API server")
@@ -392,14 +396,14 @@ guards:
 
 	It("elects across clusters with the agents the injector adds to pods that ask for a MultiClusterLease, each authenticating as its pod", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		agentBinary, err := framework.BuildAgent(dir)
+		agentBinary, err := checkout.BuildAgent(dir)
 		Expect(err).NotTo(HaveOccurred())
-		webhookBinary, err := framework.BuildWebhook(dir)
+		webhookBinary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		const ns = "agents"
 		newElection()
-		var agents []*framework.Agent
-		clusterOf := map[*framework.Agent]*mclCluster{}
+		var agents []*process.Agent
+		clusterOf := map[*process.Agent]*mclCluster{}
 		for _, c := range []*mclCluster{a, b} {
 			By("injecting and provisioning in cluster " + c.name + " through its own leasegate-webhook")
 			clusterDir := filepath.Join(dir, c.name)
@@ -429,7 +433,7 @@ guards:
 			for _, pod := range pods {
 				identity, err := c.plane.PodIdentity(ctx, pod, clusterDir, "")
 				Expect(err).NotTo(HaveOccurred())
-				agent, err := framework.StartInjectedAgent(agentBinary, pod, identity)
+				agent, err := process.StartInjectedAgent(agentBinary, pod, identity)
 				Expect(err).NotTo(HaveOccurred())
 				stopAtCleanup(agent)
 				agents = append(agents, agent)
@@ -471,14 +475,14 @@ guards:
 		By("SIGKILL of the leading agent: another takes over within the TTL plus 2 s")
 		killed := time.Now()
 		Expect(leader.Signal(syscall.SIGKILL)).To(Succeed())
-		rest := slices.DeleteFunc(slices.Clone(agents), func(x *framework.Agent) bool { return x == leader })
+		rest := slices.DeleteFunc(slices.Clone(agents), func(x *process.Agent) bool { return x == leader })
 		next := soleAgentLeader(rest, mclLeaseDuration+5*time.Second)
 		crash := time.Since(killed)
 		Expect(crash).To(BeNumerically("<", mclLeaseDuration+2*time.Second))
 		Expect(next.Leader()).To(HaveField("FencingToken", BeNumerically(">", firstTerm.FencingToken)), "a new term, a higher token")
 
 		By("SIGTERM of the new leader: it releases, and the next leads in under a second")
-		last := slices.DeleteFunc(slices.Clone(rest), func(x *framework.Agent) bool { return x == next })
+		last := slices.DeleteFunc(slices.Clone(rest), func(x *process.Agent) bool { return x == next })
 		for _, agent := range last {
 			// The killed leader's local claim lasts its lease duration and clock skew margin in its own
 			// cluster: the handover measured is the one across clusters, to a candidate that stands.
@@ -503,7 +507,7 @@ guards:
 		By("running A's election controller in leasegate-webhook, a process of its own")
 		a.stop()
 		DeferCleanup(a.startController, etcd, clock.RealClock{})
-		binary, err := framework.BuildWebhook(dir)
+		binary, err := checkout.BuildWebhook(dir)
 		Expect(err).NotTo(HaveOccurred())
 		controller, err := a.plane.StartWebhook(ctx, binary, dir, leasegateNamespace, "--leader-elect=false",
 			"--multicluster-cluster-name="+a.name, "--multicluster-etcd-endpoints="+strings.Join(a.etcdEndpoints(), ","),
@@ -532,7 +536,7 @@ guards:
 		Expect(controller.Signal(syscall.SIGSTOP)).To(Succeed())
 		stopped := time.Now()
 		Eventually(inB.acting.Load, 3*mclLeaseDuration, 10*time.Millisecond).Should(BeTrue())
-		multiclusterFigures.Value("controller SIGSTOPped: the other cluster leads after", framework.RoundDuration(time.Since(stopped)).String())
+		multiclusterFigures.Value("controller SIGSTOPped: the other cluster leads after", report.RoundDuration(time.Since(stopped)).String())
 		time.Sleep(time.Until(stopped.Add(mclLeaseDuration + time.Second))) // past the backend lease, whatever the takeover took
 
 		By("SIGCONT: A's status never names a-0 as leader while B leads, and comes to name b-0")
@@ -663,19 +667,19 @@ guards:
 
 	It("has hand-run agents log one Started and one Stopped leading per change of global leadership, and stop with the partition margin", func(ctx SpecContext) {
 		dir := GinkgoT().TempDir()
-		binary, err := framework.BuildAgent(dir)
+		binary, err := checkout.BuildAgent(dir)
 		Expect(err).NotTo(HaveOccurred())
 		const ns = "mcl-agents"
 		newElection()
 		currentNamespace = ns
 		DeferCleanup(func() { currentNamespace = mclNamespace })
-		agentOf := map[*mclCluster]*framework.Agent{}
+		agentOf := map[*mclCluster]*process.Agent{}
 		for _, c := range []*mclCluster{a, b} {
 			Expect(c.plane.CreateNamespace(ctx, ns)).To(Succeed())
 			Expect(grantMultiClusterCandidate(ctx, c, ns)).To(Succeed())
 			pod, err := c.plane.CreatePod(ctx, ns, c.name+"-agent", dir, "")
 			Expect(err).NotTo(HaveOccurred())
-			agent, err := framework.StartAgent(binary, pod, currentElection, framework.AgentOptions{
+			agent, err := process.StartAgent(binary, pod, currentElection, process.AgentOptions{
 				LeaseKind: "MultiClusterLease",
 				Timing:    lease.Timing{LeaseDuration: mclLeaseDuration, RenewDeadline: mclRenewDeadline, RetryPeriod: mclRetryPeriod},
 			})
@@ -683,10 +687,10 @@ guards:
 			stopAtCleanup(agent)
 			agentOf[c] = agent
 			if c == a {
-				soleAgentLeader([]*framework.Agent{agent}, 20*time.Second)
+				soleAgentLeader([]*process.Agent{agent}, 20*time.Second)
 			}
 		}
-		agents := []*framework.Agent{agentOf[a], agentOf[b]}
+		agents := []*process.Agent{agentOf[a], agentOf[b]}
 		claims, _ := sampleAgentClaims(agents)
 		Eventually(func(g Gomega) {
 			m := &v1alpha1.MultiClusterLease{}
@@ -695,7 +699,7 @@ guards:
 		}, 10*time.Second, 20*time.Millisecond).Should(Succeed(), "B's agent stands for its cluster")
 		Consistently(agentOf[b].IsLeader, 2*time.Second, 50*time.Millisecond).Should(BeFalse())
 
-		started, stopped := map[*framework.Agent]int{agentOf[a]: 1}, map[*framework.Agent]int{}
+		started, stopped := map[*process.Agent]int{agentOf[a]: 1}, map[*process.Agent]int{}
 		var stepDowns, margins []time.Duration
 		for run := range max(2, *multiclusterRuns) {
 			leader := soleAgentLeader(agents, 20*time.Second)
@@ -749,7 +753,7 @@ func (c *mclCluster) etcdEndpoints() []string {
 }
 
 // startController runs the cluster's election controller, reaching etcd through the cluster's proxies.
-func (c *mclCluster) startController(etcd *framework.EtcdCluster, clk clock.PassiveClock) {
+func (c *mclCluster) startController(etcd *etcdcluster.Cluster, clk clock.PassiveClock) {
 	etcdClient, err := clientv3.New(clientv3.Config{Endpoints: c.etcdEndpoints(), TLS: etcd.TLS(), DialTimeout: 2 * time.Second, Logger: zap.NewNop()})
 	Expect(err).NotTo(HaveOccurred())
 	mgr, err := ctrl.NewManager(c.plane.Config, ctrl.Options{
@@ -904,7 +908,7 @@ func multiClusterPod(name string) *corev1.Pod {
 			},
 		},
 		Spec: corev1.PodSpec{
-			ServiceAccountName: framework.ServiceAccountName,
+			ServiceAccountName: process.ServiceAccountName,
 			Containers:         []corev1.Container{{Name: "app", Image: "example.invalid/app"}},
 		},
 	}
@@ -913,7 +917,7 @@ func multiClusterPod(name string) *corev1.Pod {
 // podsMayUpdate asks c's API server whether the test pods' service account may update a MultiClusterLease
 // (or its subresource).
 func (c *mclCluster) podsMayUpdate(ctx context.Context, namespace, subresource, name string) bool {
-	return mayDo(ctx, c.plane.Client, framework.ServiceAccountName, authorizationv1.ResourceAttributes{
+	return mayDo(ctx, c.plane.Client, process.ServiceAccountName, authorizationv1.ResourceAttributes{
 		Namespace: namespace, Verb: "update", Group: v1alpha1.GroupVersion.Group, Resource: v1alpha1.Resource,
 		Subresource: subresource, Name: name,
 	})
@@ -921,7 +925,7 @@ func (c *mclCluster) podsMayUpdate(ctx context.Context, namespace, subresource, 
 
 // etcdClientCertDir lays the global etcd's CA and client certificate out as --multicluster-etcd-cert-dir
 // expects them (the chart mounts a Secret so).
-func etcdClientCertDir(dir string, etcd *framework.EtcdCluster) string {
+func etcdClientCertDir(dir string, etcd *etcdcluster.Cluster) string {
 	certDir := filepath.Join(dir, "multicluster-etcd")
 	Expect(os.Mkdir(certDir, 0o700)).To(Succeed())
 	for name, from := range map[string]string{"ca.crt": etcd.CAFile(), "tls.crt": etcd.CertFile(), "tls.key": etcd.KeyFile()} {
@@ -949,7 +953,7 @@ func sampleStaleLeadership(ctx context.Context, c *mclCluster, id string, elsewh
 }
 
 // identities are the agents' holder identities.
-func identities(agents []*framework.Agent) []string {
+func identities(agents []*process.Agent) []string {
 	ids := make([]string, len(agents))
 	for i, agent := range agents {
 		ids[i] = agent.Pod.Identity()
@@ -958,10 +962,10 @@ func identities(agents []*framework.Agent) []string {
 }
 
 // soleAgentLeader waits until exactly one of agents says it leads.
-func soleAgentLeader(agents []*framework.Agent, timeout time.Duration) *framework.Agent {
-	var leader *framework.Agent
+func soleAgentLeader(agents []*process.Agent, timeout time.Duration) *process.Agent {
+	var leader *process.Agent
 	Eventually(func(g Gomega) {
-		var leading []*framework.Agent
+		var leading []*process.Agent
 		for _, agent := range agents {
 			if agent.IsLeader() {
 				leading = append(leading, agent)
@@ -1322,14 +1326,14 @@ func grantMultiClusterCandidate(ctx context.Context, c *mclCluster, namespace st
 	_, err := rbac.RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: "multicluster-candidate"},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "multicluster-candidate"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: framework.ServiceAccountName}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: process.ServiceAccountName}},
 	}, metav1.CreateOptions{})
 	return err
 }
 
 // expectAgentsAgree checks that only leader says it leads, in /leader and in its is_leader metric, and
 // that each agent logged as many Started and Stopped leading lines as it had transitions.
-func expectAgentsAgree(agents []*framework.Agent, leader *framework.Agent, started, stopped map[*framework.Agent]int) {
+func expectAgentsAgree(agents []*process.Agent, leader *process.Agent, started, stopped map[*process.Agent]int) {
 	GinkgoHelper()
 	Eventually(func(g Gomega) {
 		for _, agent := range agents {

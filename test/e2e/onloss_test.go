@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // evict asks the Eviction API, as client, to evict pod.
@@ -36,7 +36,7 @@ var _ = Describe("on-loss: restart", Serial, func() {
 		agents := startInjectedAgents(ctx, pods)
 		leader := soleLeader(agents)
 		follower := others(agents, leader)[0]
-		podOf := func(a *framework.Agent) *corev1.Pod {
+		podOf := func(a *process.Agent) *corev1.Pod {
 			for _, p := range pods {
 				if p.Name == a.Pod.Name {
 					return p
@@ -63,7 +63,7 @@ var _ = Describe("on-loss: restart", Serial, func() {
 
 		By("freezing the leader until the other pod leads; thawed, its agent evicts its own pod")
 		Expect(leader.Signal(syscall.SIGSTOP)).To(Succeed())
-		timeUntilOneLeads([]*framework.Agent{follower}, time.Now(), 10*time.Second)
+		timeUntilOneLeads([]*process.Agent{follower}, time.Now(), 10*time.Second)
 		Expect(leader.Signal(syscall.SIGCONT)).To(Succeed())
 		thawed := time.Now()
 		Eventually(func() bool {

@@ -15,7 +15,7 @@ import (
 	. "github.com/onsi/gomega"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // sheddingProxy stands in front of the real kube-apiserver for one agent, as API Priority and Fairness
@@ -99,7 +99,7 @@ var _ = Describe("Agents that the API server sheds", func() {
 	It("send at most one request per Retry-After: 2 s while every answer is a 429", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		leaderProxy, shedProxy := startSheddingProxy(), startSheddingProxy()
-		agents := startAgents(ctx, ns, 1, framework.AgentOptions{}, leaderProxy.URL)
+		agents := startAgents(ctx, ns, 1, process.AgentOptions{}, leaderProxy.URL)
 		Eventually(agents[0].IsLeader).WithContext(ctx).Should(BeTrue())
 
 		By("starting an agent whose every request is answered 429 with Retry-After: 2")
@@ -107,7 +107,7 @@ var _ = Describe("Agents that the API server sheds", func() {
 		dir := GinkgoT().TempDir()
 		pod, err := controlPlane.CreatePod(ctx, ns, "worker-shed", dir, shedProxy.URL)
 		Expect(err).NotTo(HaveOccurred())
-		shed := startAgent(pod, framework.AgentOptions{})
+		shed := startAgent(pod, process.AgentOptions{})
 		time.Sleep(observe)
 
 		arrivals := shedProxy.seen()
@@ -120,14 +120,14 @@ var _ = Describe("Agents that the API server sheds", func() {
 	It("keep a shed leader leading while its shed followers back off", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		proxies := []*sheddingProxy{startSheddingProxy(), startSheddingProxy(), startSheddingProxy()}
-		leader := startAgents(ctx, ns, 1, framework.AgentOptions{}, proxies[0].URL)[0]
+		leader := startAgents(ctx, ns, 1, process.AgentOptions{}, proxies[0].URL)[0]
 		Eventually(leader.IsLeader).WithContext(ctx).Should(BeTrue())
 		dir := GinkgoT().TempDir()
-		var followers []*framework.Agent
+		var followers []*process.Agent
 		for i, p := range proxies[1:] {
 			pod, err := controlPlane.CreatePod(ctx, ns, "follower-"+strconv.Itoa(i), dir, p.URL)
 			Expect(err).NotTo(HaveOccurred())
-			followers = append(followers, startAgent(pod, framework.AgentOptions{}))
+			followers = append(followers, startAgent(pod, process.AgentOptions{}))
 		}
 		for _, f := range followers {
 			Eventually(func() (string, error) {

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/observe"
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 )
@@ -19,7 +19,7 @@ func crashSpecs() {
 			outage = 6 * time.Second
 		)
 		pods := guardOrders(ctx, node)
-		claimsNow := func() []framework.Claim { return claimsOf(pods) }
+		claimsNow := func() []observe.Claim { return claimsOf(pods) }
 		for _, component := range []string{"kube-apiserver", "etcd"} {
 			By("killing " + component + " for " + outage.String() + ", with the orders replicas writing through the fence every 200 ms")
 			Eventually(claimsNow).WithTimeout(30 * time.Second).Should(HaveLen(1))

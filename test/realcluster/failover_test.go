@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/observe"
 )
 
 // failoverSpecs move the orders lease by every way a leader can go.
@@ -104,7 +104,7 @@ func failoverSpecs() {
 			Eventually(func(g Gomega) {
 				// Every agent is asked, old and new, terminating or not.
 				claimants := claimsOf(listPods(ctx, node, "orders"))
-				if proof, found := framework.Overlap(claimants); found {
+				if proof, found := observe.Overlap(claimants); found {
 					Fail("two agents led at once: " + proof)
 				}
 				d, err := node.Client.AppsV1().Deployments(app).Get(ctx, "orders", metav1.GetOptions{})

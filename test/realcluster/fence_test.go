@@ -15,8 +15,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/leasegate/leasegate/test/framework"
 	"github.com/leasegate/leasegate/test/framework/cluster"
+	"github.com/leasegate/leasegate/test/framework/observe"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // fenceSpecs edit guards live and fence followers' writes.
@@ -75,14 +76,14 @@ func fenceSpecs() {
 		// Secure metrics: over TLS with the certificate cert-manager issued, as a caller allowed GET /metrics.
 		secret, err := node.Client.CoreV1().Secrets(leasegateNamespace).Get(ctx, "leasegate-webhook-tls", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
-		client, err := framework.WebhookClient(secret.Data["ca.crt"], leasegateNamespace)
+		client, err := observe.WebhookClient(secret.Data["ca.crt"], leasegateNamespace)
 		Expect(err).NotTo(HaveOccurred())
-		m := framework.Metrics{}
+		m := observe.Metrics{}
 		for _, p := range listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
-			code, body, err := framework.GetWithToken(ctx, client, fmt.Sprintf("https://%s:8080/metrics", p.Status.PodIP), node.Config.BearerToken)
+			code, body, err := observe.GetWithToken(ctx, client, fmt.Sprintf("https://%s:8080/metrics", p.Status.PodIP), node.Config.BearerToken)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(code).To(Equal(http.StatusOK), string(body))
-			scraped, err := framework.ParseMetrics(body)
+			scraped, err := observe.ParseMetrics(body)
 			Expect(err).NotTo(HaveOccurred())
 			mergeMetrics(m, scraped)
 		}
@@ -124,7 +125,7 @@ func guard(ctx context.Context, node *cluster.Node, workloads ...string) *corev1
 	}
 	edited := false
 	for _, workload := range workloads {
-		Expect(framework.GrantConfigMapWrites(ctx, node.Client, app, workload)).To(Or(Succeed(), MatchError(ContainSubstring("already exists"))))
+		Expect(process.GrantConfigMapWrites(ctx, node.Client, app, workload)).To(Or(Succeed(), MatchError(ContainSubstring("already exists"))))
 		if !guarded[workload] {
 			guards = append(guards, map[string]any{
 				"name": workload, "lease": workload, "serviceAccounts": []string{app + "/" + workload},
@@ -175,7 +176,7 @@ func awaitFenced(ctx context.Context, node *cluster.Node, workload string) {
 }
 
 // mergeMetrics appends src's series to dst's, so Sum adds up several replicas.
-func mergeMetrics(dst, src framework.Metrics) {
+func mergeMetrics(dst, src observe.Metrics) {
 	for name, family := range src {
 		if existing, ok := dst[name]; ok {
 			existing.Metric = append(existing.Metric, family.Metric...)

@@ -14,8 +14,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
 	"github.com/leasegate/leasegate/test/framework/cluster"
+	"github.com/leasegate/leasegate/test/framework/observe"
 )
 
 // holder is the identity the workload's lease names, "" if none.
@@ -34,8 +34,8 @@ func holderPod(ctx context.Context, node *cluster.Node, workload string) string 
 }
 
 // watchLease follows the workload's lease until the spec ends.
-func watchLease(ctx context.Context, node *cluster.Node, workload string) *framework.LeaseWatch {
-	w, err := framework.WatchLease(ctx, node.Client, app, workload)
+func watchLease(ctx context.Context, node *cluster.Node, workload string) *observe.LeaseWatch {
+	w, err := observe.WatchLease(ctx, node.Client, app, workload)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(w.Stop)
 	return w
@@ -46,7 +46,7 @@ func watchLease(ctx context.Context, node *cluster.Node, workload string) *frame
 const leaseChangeTimeout = 60 * time.Second
 
 // nextHolder waits until someone other than old holds the workload's lease.
-func nextHolder(w *framework.LeaseWatch, old string) framework.LeaseChange {
+func nextHolder(w *observe.LeaseWatch, old string) observe.LeaseChange {
 	change, err := w.NextHolder(old, leaseChangeTimeout)
 	Expect(err).NotTo(HaveOccurred())
 	return change
@@ -65,28 +65,28 @@ func agentStatus(pod *corev1.Pod) (lease.Status, error) {
 }
 
 // claimsOf asks each pod's agent, on its IP, whether it leads: no API server needed.
-func claimsOf(pods []corev1.Pod) []framework.Claim {
-	var claims []framework.Claim
+func claimsOf(pods []corev1.Pod) []observe.Claim {
+	var claims []observe.Claim
 	for i := range pods {
 		if pods[i].Status.PodIP == "" {
 			continue
 		}
 		asked := time.Now()
 		if status, err := agentStatus(&pods[i]); err == nil && status.IsLeader && status.Since != nil {
-			claims = append(claims, framework.Claim{Pod: pods[i].Name, Since: *status.Since, Asked: asked})
+			claims = append(claims, observe.Claim{Pod: pods[i].Name, Since: *status.Since, Asked: asked})
 		}
 	}
 	return claims
 }
 
 // sampleClaimsOf asks the pods' agents in rounds until stopped, keeping each proof of two leaders.
-func sampleClaimsOf(pods []corev1.Pod) *framework.ClaimsSampler {
-	return framework.SampleClaims(func() []framework.Claim { return claimsOf(pods) })
+func sampleClaimsOf(pods []corev1.Pod) *observe.ClaimsSampler {
+	return observe.SampleClaims(func() []observe.Claim { return claimsOf(pods) })
 }
 
 // watchRoutes records the workload's lease and the Service's EndpointSlices until the spec ends.
-func watchRoutes(ctx context.Context, node *cluster.Node, workload, service string) *framework.RouteLog {
-	routes, err := framework.WatchRoutes(ctx, node.Client, app, workload, service)
+func watchRoutes(ctx context.Context, node *cluster.Node, workload, service string) *observe.RouteLog {
+	routes, err := observe.WatchRoutes(ctx, node.Client, app, workload, service)
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(routes.Stop)
 	return routes

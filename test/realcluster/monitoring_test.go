@@ -21,7 +21,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // alertFor is what the `for` of the chart's alerts is shortened to here, so a pending alert fires within
@@ -143,7 +144,7 @@ func monitoringSpecs() {
 			denialsActive.Format(time.StampMilli), denialsPending.Format(time.StampMilli), denialsFiring.Format(time.StampMilli)))
 
 		By("every query of the Grafana dashboard evaluates without error and returns data over the spec")
-		queries, err := framework.DashboardQueries(framework.DashboardPath())
+		queries, err := checkout.DashboardQueries(checkout.DashboardPath())
 		Expect(err).NotTo(HaveOccurred())
 		vars := map[string]string{"namespace": app, "lease": ".*", "job": "leasegate-webhook"}
 		Eventually(func(g Gomega) {
@@ -154,7 +155,7 @@ func monitoringSpecs() {
 					// the multi-cluster e2e specs check that metric against a real backend they cut.
 					continue
 				}
-				expr, err := framework.Substitute(q.Expr, vars, "30s")
+				expr, err := checkout.Substitute(q.Expr, vars, "30s")
 				g.Expect(err).NotTo(HaveOccurred())
 				result, err := prometheus.QueryRange(ctx, expr, start, time.Now(), 2*time.Second)
 				g.Expect(err).NotTo(HaveOccurred(), "panel %q query %s", q.Panel, q.RefID)
@@ -183,7 +184,7 @@ func monitoringSpecs() {
 // Prometheus Operator do: the webhook over HTTPS, its certificate checked against the serving Secret's
 // ca.crt, with the token of a service account bound to leasegate-metrics-reader and labels honoured; the
 // agents over HTTP on their leasegate port.
-func startPrometheus() *framework.Prometheus {
+func startPrometheus() *process.Prometheus {
 	By("a service account bound to the chart's leasegate-metrics-reader ClusterRole, as Prometheus's own")
 	_, err := node.Client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "monitoring"}}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
@@ -235,7 +236,7 @@ scrape_configs:
   file_sd_configs: [{files: [%[1]s/agent-targets.json], refresh_interval: 1s}]
 `, dir, monitor.HonorLabels, monitor.Scheme, monitor.TLSConfig.ServerName)
 	By("Prometheus on loopback, scraping every second, evaluating the chart's rules every second")
-	p, err := framework.StartPrometheus(ctx, dir, config, map[string][]byte{
+	p, err := process.StartPrometheus(ctx, dir, config, map[string][]byte{
 		"rules.yaml": rules, "token": []byte(token.Status.Token), "webhook-ca.crt": secret.Data["ca.crt"],
 	})
 	Expect(err).NotTo(HaveOccurred())
@@ -264,7 +265,7 @@ func (w *alertWatch) times() (activeAt, pending, firing, resolved time.Time) {
 	return w.activeAt, w.pending, w.firing, w.resolved
 }
 
-func (w *alertWatch) observe(alerts []framework.Alert, now time.Time) {
+func (w *alertWatch) observe(alerts []process.Alert, now time.Time) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, a := range alerts {
@@ -292,7 +293,7 @@ func (w *alertWatch) observe(alerts []framework.Alert, now time.Time) {
 }
 
 // watchAlerts polls the server's alerts for watches from now until the spec ends.
-func watchAlerts(p *framework.Prometheus, watches ...*alertWatch) {
+func watchAlerts(p *process.Prometheus, watches ...*alertWatch) {
 	done := make(chan struct{})
 	stopped := make(chan struct{})
 	go func() {

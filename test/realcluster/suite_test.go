@@ -17,8 +17,9 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/cluster"
+	"github.com/leasegate/leasegate/test/framework/report"
 )
 
 var (
@@ -46,9 +47,9 @@ const (
 var (
 	ctx     = context.Background()
 	node    *cluster.Node
-	tools   *framework.Tools
+	tools   *checkout.Tools
 	dir     string
-	figures = &framework.FigureTable{}
+	figures = &report.FigureTable{}
 )
 
 func TestRealCluster(t *testing.T) {
@@ -100,15 +101,15 @@ var _ = Describe("leasegate on a real single-node cluster", Ordered, func() {
 // without leasegate, then installs it with helm and makes the workloads' labelled namespace.
 func startNodeWithLeasegate() {
 	var err error
-	tools, err = framework.FindTools()
+	tools, err = checkout.FindTools()
 	Expect(err).NotTo(HaveOccurred())
-	versions, err := framework.PinnedVersions()
+	versions, err := checkout.PinnedVersions()
 	Expect(err).NotTo(HaveOccurred())
 	dir = GinkgoT().TempDir()
 
 	By("starting etcd, kube-apiserver, kube-controller-manager, kube-scheduler, containerd, kubelet and kube-proxy")
 	started := time.Now()
-	node, err = cluster.StartNode(ctx, filepath.Join(framework.RepoRoot(), "bin", "controlplane", versions["KUBERNETES_VERSION"]+"-"+versions["ETCD_VERSION"]))
+	node, err = cluster.StartNode(ctx, filepath.Join(checkout.RepoRoot(), "bin", "controlplane", versions["KUBERNETES_VERSION"]+"-"+versions["ETCD_VERSION"]))
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(func() {
 		node.Stop()
@@ -117,11 +118,11 @@ func startNodeWithLeasegate() {
 	figures.Value("node Ready after start", time.Since(started).Round(100*time.Millisecond).String())
 
 	By("building leasegate's images and the test workload's, and importing them into containerd")
-	agent, err := framework.BuildAgent(dir)
+	agent, err := checkout.BuildAgent(dir)
 	Expect(err).NotTo(HaveOccurred())
-	webhookBinary, err := framework.BuildWebhook(dir)
+	webhookBinary, err := checkout.BuildWebhook(dir)
 	Expect(err).NotTo(HaveOccurred())
-	workload, err := framework.BuildBinary(dir, "./test/workload", "workload")
+	workload, err := checkout.BuildBinary(dir, "./test/fixtures/workload", "workload")
 	Expect(err).NotTo(HaveOccurred())
 	appVersion := chartAppVersion()
 	Expect(node.Import(

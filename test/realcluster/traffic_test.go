@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/cli"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/observe"
 )
 
 // trafficSpecs send Service traffic to the holder: the leader Service and the gate.
@@ -81,7 +81,7 @@ func trafficSpecs() {
 						return
 					default:
 					}
-					if proof, found := framework.Overlap(claimsOf(listPods(ctx, node, "router"))); found {
+					if proof, found := observe.Overlap(claimsOf(listPods(ctx, node, "router"))); found {
 						overlaps <- proof
 						close(overlaps)
 						return

@@ -31,15 +31,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/lease"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/cluster"
+	"github.com/leasegate/leasegate/test/framework/observe"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
-// earlierCommit is the release the upgrade specs start from: release N−1, framework.PreviousCommit. Its
+// earlierCommit is the release the upgrade specs start from: release N−1, checkout.PreviousCommit. Its
 // agent and webhook predate the fencing token, the leadership event stream and the lease guard reading an
 // agent's timing from its container's env rather than its status annotation: the newest parts of the
 // agent-webhook contract, which agents injected before them must keep working with.
-const earlierCommit = framework.PreviousCommit
+const earlierCommit = checkout.PreviousCommit
 
 // stock is the upgrade specs' workload: a StatefulSet, whose partitioned rolling update keeps old and new
 // agents side by side on its lease for as long as the spec needs.
@@ -72,11 +74,11 @@ func upgradeSpecs() {
 
 	It("helm upgrades from an earlier commit while pods are created and guarded writes flow: no admission fails, no follower writes, the leader keeps its lease, the config carries over, new pods get the new agent", func() {
 		By("building the earlier commit's webhook and agent for linux/" + runtime.GOARCH + " and importing them as " + earlierTag)
-		src, err := framework.ExportCommit(earlierCommit, dir)
+		src, err := checkout.ExportCommit(earlierCommit, dir)
 		Expect(err).NotTo(HaveOccurred())
-		agent, err := framework.BuildBinaryFrom(src, dir, "./cmd/agent", "earlier-agent")
+		agent, err := checkout.BuildBinaryFrom(src, dir, "./cmd/agent", "earlier-agent")
 		Expect(err).NotTo(HaveOccurred())
-		webhookBinary, err := framework.BuildBinaryFrom(src, dir, "./cmd/webhook", "earlier-webhook")
+		webhookBinary, err := checkout.BuildBinaryFrom(src, dir, "./cmd/webhook", "earlier-webhook")
 		Expect(err).NotTo(HaveOccurred())
 		Expect(node.Import(
 			cluster.Image{Ref: "ghcr.io/leasegate/leasegate-agent:" + earlierTag, Binary: agent},
@@ -202,7 +204,7 @@ func upgradeSpecs() {
 			took = change.At.Sub(started)
 			if graceful {
 				Expect(change.Released).To(BeTrue(), "the lease went from %s to %s without a release: it expired", leader.Name, change.Holder)
-				released := slices.IndexFunc(w.Versions(), func(v framework.LeaseVersion) bool { return v.Holder == "" })
+				released := slices.IndexFunc(w.Versions(), func(v observe.LeaseVersion) bool { return v.Holder == "" })
 				took = change.At.Sub(w.Versions()[released].At)
 			}
 			for _, id := range frozen {
@@ -297,8 +299,8 @@ type window struct {
 	leader    string
 	load      *admissionLoad
 	creations *podCreations
-	claims    *framework.ClaimsSampler
-	lease     *framework.LeaseWatch
+	claims    *observe.ClaimsSampler
+	lease     *observe.LeaseWatch
 	// written is how many lines each replica had logged when the window started: only the writes after
 	// them are the window's (a log's sinceTime has whole seconds).
 	written map[string]int
@@ -540,7 +542,7 @@ func (w *warningLog) all() []string {
 func deployStock(ctx context.Context, node *cluster.Node) {
 	_, err := node.Client.CoreV1().ServiceAccounts(app).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: stock}}, metav1.CreateOptions{})
 	Expect(err == nil || apierrors.IsAlreadyExists(err)).To(BeTrue(), "%v", err)
-	Expect(framework.GrantConfigMapWrites(ctx, node.Client, app, stock)).To(Or(Succeed(), MatchError(ContainSubstring("already exists"))))
+	Expect(process.GrantConfigMapWrites(ctx, node.Client, app, stock)).To(Or(Succeed(), MatchError(ContainSubstring("already exists"))))
 	labels := map[string]string{"app.kubernetes.io/name": stock}
 	annotations := maps.Clone(fastElection)
 	annotations["leasegate.io/lease"] = stock
@@ -593,10 +595,10 @@ func agentKinds(ctx context.Context, node *cluster.Node, earlierTag string) map[
 
 // sampleStockClaims asks every agent of stock, old pods and new, whether it leads, in rounds until
 // stopped; the pods are listed again every half second, not every round, to spare the API server.
-func sampleStockClaims(ctx context.Context, node *cluster.Node) *framework.ClaimsSampler {
+func sampleStockClaims(ctx context.Context, node *cluster.Node) *observe.ClaimsSampler {
 	var pods []corev1.Pod
 	var listed time.Time
-	return framework.SampleClaims(func() []framework.Claim {
+	return observe.SampleClaims(func() []observe.Claim {
 		if time.Since(listed) > 500*time.Millisecond {
 			pods, listed = podsOf(ctx, node, stock), time.Now()
 		}

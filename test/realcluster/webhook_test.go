@@ -25,8 +25,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/certs"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 	"github.com/leasegate/leasegate/test/framework/cluster"
+	"github.com/leasegate/leasegate/test/framework/observe"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // webhookSpecs keep admission working through replica loss, rotation and a certificate swap, and measure it.
@@ -74,7 +77,7 @@ func webhookSpecs() {
 				}
 				pid, err := node.PID(containerID(&p, container))
 				Expect(err).NotTo(HaveOccurred())
-				bytes, err := framework.RSSBytes(pid)
+				bytes, err := process.RSSBytes(pid)
 				Expect(err).NotTo(HaveOccurred())
 				sizes = append(sizes, bytes)
 			}
@@ -93,7 +96,7 @@ func webhookSpecs() {
 		guardOrders(ctx, node) // pods, guarded writes, lease renewals and a config edit call each webhook
 		body, err := node.Client.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(ctx)
 		Expect(err).NotTo(HaveOccurred())
-		m, err := framework.ParseMetrics(body)
+		m, err := observe.ParseMetrics(body)
 		Expect(err).NotTo(HaveOccurred())
 		for _, webhook := range []string{"pods.leasegate.io", "guarded.leasegate.io", "leases.leasegate.io", "config.leasegate.io"} {
 			labels := map[string]string{"name": webhook}
@@ -126,7 +129,7 @@ func webhookSpecs() {
 		secretCert := func(name string) *x509.Certificate {
 			secret, err := node.Client.CoreV1().Secrets(leasegateNamespace).Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
-			cert, err := framework.ParseCertificate(secret.Data["tls.crt"])
+			cert, err := certs.ParseCertificate(secret.Data["tls.crt"])
 			Expect(err).NotTo(HaveOccurred())
 			return cert
 		}
@@ -403,7 +406,7 @@ func webhookCABundles(ctx context.Context, node *cluster.Node, want []byte) erro
 
 // chartAppVersion is the image tag the chart defaults to.
 func chartAppVersion() string {
-	data, err := os.ReadFile(filepath.Join(framework.ChartDir(), "Chart.yaml"))
+	data, err := os.ReadFile(filepath.Join(checkout.ChartDir(), "Chart.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, "appVersion: "); ok {

@@ -18,7 +18,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/oci"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // TestImagesForKind: `make images` with no settings writes, per platform, an archive naming both images as
@@ -28,7 +28,7 @@ func TestImagesForKind(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds four binaries")
 	}
-	tools, err := framework.FindTools()
+	tools, err := checkout.FindTools()
 	if err != nil {
 		t.Fatal(err)
 	}

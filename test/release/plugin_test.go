@@ -21,7 +21,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // pluginPlatforms are the platforms krew users run, each an archive of the release.
@@ -60,7 +60,7 @@ func TestPluginArchives(t *testing.T) {
 	dir := t.TempDir()
 	makeTarget(t, "plugin", "VERSION="+version, "RELEASE_DIR="+dir)
 	tag := "v" + version
-	root := framework.RepoRoot()
+	root := checkout.RepoRoot()
 	license, err := os.ReadFile(filepath.Join(root, "LICENSE"))
 	if err != nil {
 		t.Fatal(err)

@@ -33,7 +33,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasegate/leasegate/internal/oci"
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 const version = "0.2.0"
@@ -47,7 +48,7 @@ var elfMachines = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM
 func makeTarget(t *testing.T, args ...string) string {
 	t.Helper()
 	cmd := exec.Command("make", args...)
-	cmd.Dir = framework.RepoRoot()
+	cmd.Dir = checkout.RepoRoot()
 	// A make that runs these tests must not pass its own flags on.
 	cmd.Env = slices.DeleteFunc(os.Environ(), func(e string) bool {
 		return strings.HasPrefix(e, "MAKEFLAGS=") || strings.HasPrefix(e, "MFLAGS=") || strings.HasPrefix(e, "MAKELEVEL=")
@@ -63,7 +64,7 @@ func TestRelease(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds four binaries")
 	}
-	tools, err := framework.FindTools()
+	tools, err := checkout.FindTools()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	revision, err := exec.Command("git", "-C", framework.RepoRoot(), "rev-parse", "HEAD").Output()
+	revision, err := exec.Command("git", "-C", checkout.RepoRoot(), "rev-parse", "HEAD").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +177,7 @@ func TestRelease(t *testing.T) {
 				t.Errorf("Chart.yaml of the package lacks %q:\n%s", want, meta)
 			}
 		}
-		cp, err := framework.StartControlPlane(tools.CertManagerCRDs)
+		cp, err := process.StartControlPlane(tools.CertManagerCRDs)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -301,7 +302,7 @@ func checkIndex(t *testing.T, idx v1.ImageIndex, image, revision string) {
 // checkDockerfile holds Dockerfile.<name> to the image make images builds: its last stage starts from
 // scratch and copies in only the binary at the same path, with the same user, entrypoint and label keys.
 func checkDockerfile(t *testing.T, image string, img v1.Image) {
-	data, err := os.ReadFile(filepath.Join(framework.RepoRoot(), "Dockerfile."+strings.TrimPrefix(image, "leasegate-")))
+	data, err := os.ReadFile(filepath.Join(checkout.RepoRoot(), "Dockerfile."+strings.TrimPrefix(image, "leasegate-")))
 	if err != nil {
 		t.Fatal(err)
 	}

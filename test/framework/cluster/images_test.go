@@ -9,7 +9,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
 // TestImagesMatchTheDockerfiles builds the agent's image as the cluster suite will, writes the archive
@@ -17,7 +17,7 @@ import (
 // static binary, its entrypoint, a non-root user, reproducible digests.
 func TestImagesMatchTheDockerfiles(t *testing.T) {
 	dir := t.TempDir()
-	binary, err := framework.BuildAgent(dir)
+	binary, err := checkout.BuildAgent(dir)
 	if err != nil {
 		t.Fatal(err)
 	}

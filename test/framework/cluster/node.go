@@ -21,7 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/leasegate/leasegate/test/framework"
+	"github.com/leasegate/leasegate/test/framework/checkout"
+	"github.com/leasegate/leasegate/test/framework/process"
 )
 
 // Addresses of the node. Everything stays on this machine: the bridge is the harness's own, pods get
@@ -45,12 +46,12 @@ type Node struct {
 	Client kubernetes.Interface
 
 	socket    string
-	processes []*framework.Process // in start order
-	commands  [][]string           // each process's command line, to start it again
+	processes []*process.Process // in start order
+	commands  [][]string         // each process's command line, to start it again
 	// agents counts the processes started after containerd (kubelet, kube-proxy): stopped before it.
 	agents int
 	// stopped are the earlier runs of restarted components, whose logs Logs still shows.
-	stopped []*framework.Process
+	stopped []*process.Process
 	// pauseImage is the sandbox image, PAUSE_IMAGE in hack/versions.env.
 	pauseImage string
 }
@@ -131,7 +132,7 @@ func (n *Node) start(ctx context.Context, binaries string) error {
 
 // pinnedPauseImage is the sandbox image's reference, PAUSE_IMAGE in hack/versions.env.
 func pinnedPauseImage() (string, error) {
-	versions, err := framework.PinnedVersions()
+	versions, err := checkout.PinnedVersions()
 	if err != nil {
 		return "", err
 	}
@@ -303,7 +304,7 @@ func (n *Node) waitReady(ctx context.Context) error {
 // importPause builds the sandbox image (containerd 1.6's default name) and imports it: nothing can be
 // pulled here.
 func (n *Node) importPause() error {
-	binary, err := framework.BuildBinary(n.Dir, "./test/framework/cluster/pause", "pause")
+	binary, err := checkout.BuildBinary(n.Dir, "./test/framework/cluster/pause", "pause")
 	if err != nil {
 		return err
 	}
@@ -333,10 +334,10 @@ func (n *Node) spawn(binary string, args ...string) error {
 	return nil
 }
 
-func startCommand(binary string, args []string) (*framework.Process, error) {
+func startCommand(binary string, args []string) (*process.Process, error) {
 	cmd := exec.Command(binary, args...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	return framework.StartProcess(cmd)
+	return process.StartProcess(cmd)
 }
 
 // KillComponent kills a control-plane component by the name of its binary ("etcd", "kube-apiserver"),

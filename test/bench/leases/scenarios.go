@@ -1,0 +1,293 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework/process"
+)
+
+// The scenarios of a row, in the order they run on the same electors.
+const (
+	scenarioCold             = "cold start"
+	scenarioAPIServerRestart = "kube-apiserver restart"
+	scenarioEtcdRestart      = "etcd restart"
+)
+
+// outcome is what one scenario did to one client's electors.
+type outcome struct {
+	leases   int
+	client   string
+	scenario string
+	timing   lease.Timing
+	// answering is how long after the event the API server answered ready again (0 for a cold start).
+	answering time.Duration
+	// led is how long after the event every lease had exactly one elector saying it leads, which wrote the
+	// lease after the API server answered again; 0 when that never happened within the timeout.
+	led time.Duration
+	// unledAtEnd is how many leases were not so led when the wait gave up.
+	unledAtEnd int
+	maxUnled   int
+	throttling throttling
+	// writesPerSecond are the electors' successful lease writes (acquisitions and renewals) per second,
+	// from the event until every lease was led.
+	writesPerSecond float64
+	leadersChanged  int
+	// twoClaims are the leases seen with two electors saying they lead at once.
+	twoClaims    int
+	apiServerRSS int64 // peak while the scenario ran
+}
+
+// budget is the takeover budget of the scenario's timing.
+func (o outcome) budget() time.Duration {
+	return lease.TakeoverBudget(o.timing.LeaseDuration, lease.DefaultClockSkewMargin)
+}
+
+// sample is one scrape of the API server's request counters.
+type sample struct {
+	at                  time.Time
+	requests, throttled float64 // answered in all, and answered 429, since the API server started
+}
+
+// throttling sums the API server's 429s over a scenario.
+type throttling struct {
+	peak      float64 // 429s per second, the highest over one interval between scrapes
+	total     float64 // 429s
+	requests  float64 // every request answered
+	lastOver  time.Duration
+	overAtEnd bool
+}
+
+// sampleEvery is how often a scenario counts the leases led: "every lease led after" is known to within
+// it, and two clients led within it of each other led at the same time as far as the harness can tell.
+const sampleEvery = 250 * time.Millisecond
+
+// throttledShare is the share of requests a second may answer 429 and still count as settled.
+const throttledShare = 0.01
+
+// throttle sums the samples' intervals. A counter lower than the sample before it was reset by a restart
+// of the API server: the interval then counts what the new one answered. lastOver is how long after
+// answering the last interval in which at least 1% of the requests were answered 429 ended (0 if none
+// did); overAtEnd says the last interval was such an interval, so the 429s had not settled at all.
+func throttle(samples []sample, answering time.Time) throttling {
+	var t throttling
+	for i := 1; i < len(samples); i++ {
+		prev, cur := samples[i-1], samples[i]
+		throttled, requests := increase(prev.throttled, cur.throttled), increase(prev.requests, cur.requests)
+		t.total += throttled
+		t.requests += requests
+		if seconds := cur.at.Sub(prev.at).Seconds(); seconds > 0 {
+			t.peak = max(t.peak, throttled/seconds)
+		}
+		over := requests > 0 && throttled >= throttledShare*requests
+		if over && cur.at.After(answering) {
+			t.lastOver = cur.at.Sub(answering)
+		}
+		t.overAtEnd = over && i == len(samples)-1
+	}
+	return t
+}
+
+// increase is a counter's increase between two scrapes, the new value when it was reset in between.
+func increase(before, after float64) float64 {
+	if after < before {
+		return after
+	}
+	return after - before
+}
+
+// tally counts the leases with no elector saying it leads, and those with more than one.
+func tally(leaders []int) (unled, claimedTwice int) {
+	for _, n := range leaders {
+		switch {
+		case n == 0:
+			unled++
+		case n > 1:
+			claimedTwice++
+		}
+	}
+	return unled, claimedTwice
+}
+
+// leadersPerLease counts, lease by lease, the electors that say they lead it, and those of them that
+// wrote their lease since when.
+func leadersPerLease(electors []candidate, candidates int, since time.Time) (leaders, fresh []int) {
+	leaders, fresh = make([]int, len(electors)/candidates), make([]int, len(electors)/candidates)
+	for i, e := range electors {
+		if e.leads() {
+			leaders[i/candidates]++
+			if !e.wrote().Before(since) {
+				fresh[i/candidates]++
+			}
+		}
+	}
+	return leaders, fresh
+}
+
+// monitor scrapes the API server's request counters and resident memory every second.
+type monitor struct {
+	cp       *process.ControlPlane
+	stopping chan struct{}
+	done     chan struct{}
+	samples  []sample
+	peakRSS  int64
+}
+
+func startMonitor(cp *process.ControlPlane) *monitor {
+	m := &monitor{cp: cp, stopping: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(m.done)
+		for {
+			m.scrape()
+			select {
+			case <-m.stopping:
+				m.scrape()
+				return
+			case <-time.After(time.Second):
+			}
+		}
+	}()
+	return m
+}
+
+func (m *monitor) scrape() {
+	if rss, _ := m.cp.RSSBytes(); rss > m.peakRSS {
+		m.peakRSS = rss
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	metrics, err := m.cp.Metrics(ctx)
+	if err != nil {
+		return // down or restarting: the next scrape's interval spans the gap
+	}
+	m.samples = append(m.samples, sample{at: time.Now(),
+		requests:  metrics.Sum("apiserver_request_total", nil),
+		throttled: metrics.Sum("apiserver_request_total", map[string]string{"code": "429"})})
+}
+
+func (m *monitor) stop() ([]sample, int64) {
+	close(m.stopping)
+	<-m.done
+	return m.samples, m.peakRSS
+}
+
+// event is what a scenario does; it returns when it is over, with the instant from which a leader must
+// have written its lease to count as leading again (for a restart, when the API server answered again).
+type event func(context.Context) (time.Time, error)
+
+// population is the electors of a row, which a cold start adds to while they are being watched.
+type population struct {
+	mu   sync.Mutex
+	list []candidate
+}
+
+func (p *population) add(c candidate) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.list = append(p.list, c)
+}
+
+// all is the electors started so far; appending later does not change the ones it holds.
+func (p *population) all() []candidate {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.list[:len(p.list):len(p.list)]
+}
+
+// runScenario starts at event's start, and watches the electors until every lease is led by one that
+// wrote it since the API server answered again, and for at least one takeover budget after that answer
+// (the 429s must have settled by then), for at most timeout.
+func runScenario(ctx context.Context, o outcome, pop *population, candidates int, w *writes, cp *process.ControlPlane, do event, timeout time.Duration, failed *failures) (outcome, error) {
+	m := startMonitor(cp)
+	writesBefore := w.count.Load()
+	start := time.Now()
+	type answer struct {
+		at  time.Time
+		err error
+	}
+	answered := make(chan answer, 1)
+	go func() {
+		at, err := do(ctx)
+		answered <- answer{at, err}
+	}()
+	var answering time.Time
+	twice := map[int]bool{}
+	const progressEvery = 30 * time.Second
+	nextProgress := start.Add(progressEvery)
+	for {
+		select {
+		case a := <-answered:
+			if a.err != nil {
+				m.stop()
+				return o, a.err
+			}
+			answering = a.at
+			if o.scenario != scenarioCold {
+				o.answering = a.at.Sub(start)
+			}
+		default:
+		}
+		electors := pop.all()
+		leaders, fresh := leadersPerLease(electors, candidates, answering)
+		unled, _ := tally(leaders)
+		for l, n := range leaders {
+			if n > 1 {
+				twice[l] = true
+			}
+		}
+		o.maxUnled = max(o.maxUnled, unled)
+		if !answering.IsZero() && o.led == 0 {
+			if notFresh, claimedTwice := tally(fresh); notFresh == 0 && claimedTwice == 0 {
+				o.led = time.Since(start)
+				o.writesPerSecond = float64(w.count.Load()-writesBefore) / o.led.Seconds()
+			}
+		}
+		if o.led != 0 && time.Since(answering) >= o.budget() {
+			break
+		}
+		if time.Since(start) > timeout {
+			o.unledAtEnd = unled
+			if !answering.IsZero() {
+				notFresh, _ := tally(fresh)
+				o.unledAtEnd = notFresh
+			}
+			break
+		}
+		if time.Now().After(nextProgress) {
+			nextProgress = nextProgress.Add(progressEvery)
+			fmt.Fprintf(os.Stderr, "  %s after %s: %d leases without a leader, %d ever with two; %d electors never read their lease; failures: %s\n",
+				o.scenario, time.Since(start).Round(time.Second), unled, len(twice), unsynced(pop.all()), failed)
+		}
+		time.Sleep(sampleEvery)
+	}
+	samples, rss := m.stop()
+	if answering.IsZero() {
+		answering = start
+	}
+	o.throttling, o.apiServerRSS, o.twoClaims = throttle(samples, answering), rss, len(twice)
+	return o, nil
+}
+
+// unsynced counts the electors that have not yet read their lease.
+func unsynced(electors []candidate) int {
+	n := 0
+	for _, e := range electors {
+		if !e.synced() {
+			n++
+		}
+	}
+	return n
+}
+
+// stopAll stops the electors, all at once.
+func stopAll(electors []candidate) {
+	var wg sync.WaitGroup
+	for _, e := range electors {
+		wg.Go(e.stop)
+	}
+	wg.Wait()
+}

@@ -1,0 +1,63 @@
+package process
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/leasegate/leasegate/test/framework/checkout"
+)
+
+// A kube-apiserver killed and started again, and an etcd killed and started again, come back on the same
+// data and the same credentials: what was written before is there, and the admin client goes on working.
+func TestControlPlaneRestarts(t *testing.T) {
+	if _, err := checkout.ControlPlaneAssets(); err != nil {
+		t.Skip(err)
+	}
+	cp, err := StartControlPlane()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cp.Stop() })
+	ctx := context.Background()
+	if _, err := cp.Client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name     string
+		replaced string // the process that must have a new pid
+		restart  func(context.Context) (time.Time, error)
+	}{
+		{"kube-apiserver killed and restarted", apiServerCommand, cp.RestartAPIServer},
+		{"etcd killed and restarted", etcdCommand, cp.RestartEtcd},
+		{"kube-apiserver restarted a second time", apiServerCommand, cp.RestartAPIServer},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			before := children()
+			killed := time.Now()
+			answered, err := tc.restart(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !answered.After(killed) {
+				t.Errorf("answered at %s, before the kill at %s", answered, killed)
+			}
+			after := children()
+			if after[apiServerCommand] == 0 || after[etcdCommand] == 0 {
+				t.Fatalf("after the restart, children %v: want kube-apiserver and etcd", after)
+			}
+			if after[tc.replaced] == before[tc.replaced] {
+				t.Errorf("%s still has pid %d: want it replaced", tc.replaced, before[tc.replaced])
+			}
+			if _, err := cp.Client.CoreV1().ConfigMaps("default").Get(ctx, "before", metav1.GetOptions{}); err != nil {
+				t.Fatalf("what was written before the restart: %v", err)
+			}
+			if apiServer, etcd := cp.RSSBytes(); apiServer == 0 || etcd == 0 {
+				t.Errorf("RSS of kube-apiserver %d, etcd %d: want both found", apiServer, etcd)
+			}
+		})
+	}
+}
