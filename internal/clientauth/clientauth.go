@@ -58,10 +58,23 @@ type Verifier struct {
 	loaded bool
 }
 
-// fileStamp tells a changed file from the one read: a Secret volume swaps its files in by renaming.
+// fileStamp tells a changed file from the one read without reading it on every handshake. A Secret
+// volume swaps its files in by renaming, which gives the file a new identity; a file rewritten in place
+// keeps its modification time (and may keep its size) while the file system's clock has not ticked, so a
+// file read less than racyWindow after it was modified is compared by content until it is older (git's
+// "racily clean" rule).
 type fileStamp struct {
-	modTime time.Time
-	size    int64
+	info   os.FileInfo
+	readAt time.Time
+	data   []byte
+}
+
+const racyWindow = time.Second
+
+// unchanged says whether info is the file read, without reading it.
+func (s fileStamp) unchanged(info os.FileInfo) bool {
+	return s.info != nil && os.SameFile(s.info, info) && info.ModTime().Equal(s.info.ModTime()) &&
+		info.Size() == s.info.Size() && s.readAt.Sub(info.ModTime()) > racyWindow
 }
 
 // New reads the CA file, refusing options it cannot serve with, each error naming its flag.
@@ -137,17 +150,24 @@ func (v *Verifier) currentPool() (*x509.CertPool, error) {
 	defer v.mu.Unlock()
 	info, err := os.Stat(v.path)
 	if err == nil {
-		stamp := fileStamp{modTime: info.ModTime(), size: info.Size()}
-		if v.loaded && stamp == v.stamp {
+		if v.loaded && v.stamp.unchanged(info) {
 			return v.pool, nil
 		}
-		var pool *x509.CertPool
-		if pool, err = readPool(v.path); err == nil {
-			if v.loaded {
-				v.log.Info("Read the client CA again: it changed", "path", v.path)
+		var data []byte
+		if data, err = os.ReadFile(v.path); err == nil {
+			stamp := fileStamp{info: info, readAt: time.Now(), data: data}
+			if v.loaded && bytes.Equal(data, v.stamp.data) {
+				v.stamp = stamp
+				return v.pool, nil
 			}
-			v.pool, v.stamp, v.loaded = pool, stamp, true
-			return pool, nil
+			var pool *x509.CertPool
+			if pool, err = parsePool(data); err == nil {
+				if v.loaded {
+					v.log.Info("Read the client CA again: it changed", "path", v.path)
+				}
+				v.pool, v.stamp, v.loaded = pool, stamp, true
+				return pool, nil
+			}
 		}
 	}
 	err = fmt.Errorf("reading the client CA --%s=%s: %w", FlagCAPath, v.path, err)
@@ -158,11 +178,7 @@ func (v *Verifier) currentPool() (*x509.CertPool, error) {
 	return v.pool, nil
 }
 
-func readPool(path string) (*x509.CertPool, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
+func parsePool(data []byte) (*x509.CertPool, error) {
 	pool := x509.NewCertPool()
 	if !pool.AppendCertsFromPEM(data) {
 		return nil, errors.New("no PEM certificate in it")

@@ -1,6 +1,7 @@
 package clientauth
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -209,5 +210,40 @@ func TestNewRefusesWhatItCannotServeWith(t *testing.T) {
 				t.Errorf("New() error %v, want one containing %q", err, tt.want)
 			}
 		})
+	}
+}
+
+// A CA file rewritten in place within one tick of the file system's clock, to the same size, keeps its
+// identity, modification time and size: only its content tells the change.
+func TestReadsTheCAAgainWhenRewrittenInPlaceWithinOneTick(t *testing.T) {
+	before, after := newAuthority(t), newAuthority(t)
+	serving := before.issue(t, "leasegate-webhook", nil, x509.ExtKeyUsageServerAuth)
+	size := max(len(before.pem), len(after.pem)) + 1
+	padded := func(pem []byte) []byte {
+		return append(append([]byte{}, pem...), bytes.Repeat([]byte("\n"), size-len(pem))...)
+	}
+	path := filepath.Join(t.TempDir(), "ca.crt")
+	if err := os.WriteFile(path, padded(before.pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := New(Options{Enabled: true, CAPath: path}, logr.Discard())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, padded(after.pem), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(path, info.ModTime(), info.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if err := handshake(t, v, serving, after.issue(t, "apiserver", nil, x509.ExtKeyUsageClientAuth)); err != nil {
+		t.Errorf("the next CA's client was refused after the file was rewritten in place: %v", err)
+	}
+	if err := handshake(t, v, serving, before.issue(t, "apiserver", nil, x509.ExtKeyUsageClientAuth)); err == nil {
+		t.Error("the first CA's client is still trusted after the file was rewritten in place")
 	}
 }
