@@ -24,7 +24,7 @@ import (
 // Why not ReverseProxy for all: its Transport hands each request to a writing and a reading goroutine and
 // the answer back through channels, and writes a request's headers and its body apart. In a process of
 // its own on shared cores every hand-off can wake a thread, and each wake is time added to the request
-// (docs/performance.md has gatebench's comparison of the two).
+// (docs/performance.md has test/bench/gate's comparison of the two).
 type forwarder struct {
 	connPool
 }

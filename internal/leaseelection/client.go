@@ -100,7 +100,7 @@ func (c *Client) Update(ctx context.Context, l *Lease) (*Lease, error) {
 // List reads the lease of this name through a list, whose resourceVersion a watch can start from. The
 // list is consistent, not at resourceVersion 0 from the watch cache as client-go's reflector lists:
 // cache lists let thousands of electors start at once, a burst that can tip an API server into an
-// overload it does not leave (docs/api-server.md says what test/electionload measured, and what it would
+// overload it does not leave (docs/api-server.md says what test/bench/leases measured, and what it would
 // have to show for cache lists to replace this one).
 func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, string, error) {
 	var list struct {

@@ -273,15 +273,15 @@ func electionTiming(ctx context.Context, api kubernetes.Interface, t lease.Timin
 func grantLeases(ctx context.Context, api kubernetes.Interface) error {
 	rbac := api.RbacV1()
 	if _, err := rbac.ClusterRoles().Create(ctx, &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "electionload-leases"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-leases"},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"},
 			Verbs: []string{"get", "list", "watch", "update", "patch"}}},
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
 	_, err := rbac.ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "electionload-leases"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "electionload-leases"},
+		ObjectMeta: metav1.ObjectMeta{Name: "bench-leases"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "bench-leases"},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts"}},
 	}, metav1.CreateOptions{})
 	return err
