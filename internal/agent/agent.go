@@ -79,7 +79,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
 	// Each election has its own lock: a MultiClusterLeaseLock keeps its elector's heartbeats.
 	newLock := func() leaseelection.Lock { return leaseelection.LeaseLock{Store: client} }
-	if s.LeaseKind == LeaseKindMultiClusterLease {
+	if s.LeaseKind == contract.LeaseKindMultiClusterLease {
 		multiClusterClient := leaseelection.NewMultiClusterClient(api)
 		newLock = func() leaseelection.Lock { return &leaseelection.MultiClusterLeaseLock{Store: multiClusterClient} }
 	}
@@ -105,7 +105,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
 			lease.TakeoverBudget(spec.Timing().LeaseDuration, s.ClockSkewMargin), e.elector.LastRenewal)
 		registerFencingToken(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() int64 { return e.elector.Status().FencingToken })
-		if s.LeaseKind == LeaseKindMultiClusterLease {
+		if s.LeaseKind == contract.LeaseKindMultiClusterLease {
 			registerLocalCandidate(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() bool { return e.elector.Status().Holder == s.Identity() })
 		}
 		a.elections = append(a.elections, e)

@@ -54,12 +54,6 @@ type Settings struct {
 	LeaseKind string
 }
 
-// Kinds of lease the agent elects on (LEASEGATE_LEASE_KIND).
-const (
-	LeaseKindLease             = contract.LeaseKindLease
-	LeaseKindMultiClusterLease = contract.LeaseKindMultiClusterLease
-)
-
 // What an agent does when it loses a lease it held (LEASEGATE_ON_LOSS).
 const (
 	OnLossKeep    = contract.OnLossKeep
@@ -162,9 +156,9 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 		}
 	}
 	switch s.LeaseKind {
-	case LeaseKindLease, LeaseKindMultiClusterLease:
+	case contract.LeaseKindLease, contract.LeaseKindMultiClusterLease:
 	default:
-		errs = append(errs, fmt.Errorf("%s=%s (--lease-kind): must be %s or %s", contract.EnvLeaseKind, s.LeaseKind, LeaseKindLease, LeaseKindMultiClusterLease))
+		errs = append(errs, fmt.Errorf("%s=%s (--lease-kind): must be %s or %s", contract.EnvLeaseKind, s.LeaseKind, contract.LeaseKindLease, contract.LeaseKindMultiClusterLease))
 	}
 	return s, errors.Join(errs...)
 }
@@ -196,7 +190,7 @@ func defaultSettings() Settings {
 		Gate: GateSettings{
 			Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*", BodyTimeout: gate.DefaultBodyTimeout,
 		},
-		OnLoss: OnLossKeep, LeaseKind: LeaseKindLease,
+		OnLoss: OnLossKeep, LeaseKind: contract.LeaseKindLease,
 	}
 }
 

@@ -179,7 +179,7 @@ func GatherStatus(ctx context.Context, cs kubernetes.Interface, opts StatusOptio
 func guardsOf(cfg *config.Config, namespace, name string) []string {
 	guards := []string{}
 	for _, g := range cfg.Guards {
-		if g.LeaseKind == config.LeaseKindMultiClusterLease {
+		if g.LeaseKind == contract.LeaseKindMultiClusterLease {
 			continue
 		}
 		leaseNamespace, leaseName, qualified := strings.Cut(g.Lease, "/")

@@ -99,12 +99,6 @@ func (c *Config) Adopts(namespace, name string) bool {
 	return false
 }
 
-// Kinds of lease a guard names.
-const (
-	LeaseKindLease             = contract.LeaseKindLease
-	LeaseKindMultiClusterLease = contract.LeaseKindMultiClusterLease
-)
-
 // GuardedResource is a group, some of its resources, and the operations on them. A guard on a resource
 // covers the writes that reach it through its subresources too (deployments/scale, deployments/status, and
 // any other the API server serves with a write verb), except those ExcludeSubresources names.

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -60,9 +61,9 @@ func validateGuards(guards []Guard, path *field.Path) field.ErrorList {
 			errs = append(errs, field.Invalid(p.Child("lease"), g.Lease, "leases in "+corev1.NamespaceNodeLease+" are nodes' heartbeats, which the fence does not watch; name the lease your workload elects on"))
 		}
 		switch g.LeaseKind {
-		case "", LeaseKindLease, LeaseKindMultiClusterLease:
+		case "", contract.LeaseKindLease, contract.LeaseKindMultiClusterLease:
 		default:
-			errs = append(errs, field.NotSupported(p.Child("leaseKind"), g.LeaseKind, []string{LeaseKindLease, LeaseKindMultiClusterLease}))
+			errs = append(errs, field.NotSupported(p.Child("leaseKind"), g.LeaseKind, []string{contract.LeaseKindLease, contract.LeaseKindMultiClusterLease}))
 		}
 		for j, sa := range g.ServiceAccounts {
 			errs = append(errs, validateQualifiedName(sa, p.Child("serviceAccounts").Index(j), false)...)

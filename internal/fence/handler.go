@@ -21,6 +21,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
@@ -118,7 +119,7 @@ func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, names
 		return 0
 	}
 	injected, ok := inject.Injected(pod)
-	if !ok || (injected.LeaseKind == config.LeaseKindMultiClusterLease) != multiCluster {
+	if !ok || (injected.LeaseKind == contract.LeaseKindMultiClusterLease) != multiCluster {
 		return 0
 	}
 	return injected.LeaseSeconds[name]
@@ -151,7 +152,7 @@ func (f *Webhooks) Evictions() admission.Handler {
 			return admission.Allowed(KeepsOnLoss.String())
 		}
 		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
-		if injected.LeaseKind == config.LeaseKindMultiClusterLease {
+		if injected.LeaseKind == contract.LeaseKindMultiClusterLease {
 			eviction.MultiClusterLease, _ = f.Leases.MultiClusterLease(req.Namespace, leaseName)
 		} else {
 			eviction.Lease, _ = f.Leases.Get(req.Namespace, leaseName)

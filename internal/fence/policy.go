@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -101,7 +102,7 @@ func Compile(cfg *config.Config, ownNamespace string) *Policy {
 		g := &cfg.Guards[i]
 		cg := &guard{name: g.Name, enforcement: g.Enforcement, accountsAnywhere: map[string]bool{}, accounts: map[namespacedName]bool{}}
 		cg.leaseNamespace, cg.leaseName = splitQualified(g.Lease)
-		cg.multiCluster = g.LeaseKind == config.LeaseKindMultiClusterLease
+		cg.multiCluster = g.LeaseKind == contract.LeaseKindMultiClusterLease
 		if g.HolderFormat != "" {
 			cg.holderFormat = lease.MustParseHolderFormat(g.HolderFormat) // validated by config.Load
 		}

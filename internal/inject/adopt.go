@@ -31,7 +31,7 @@ func checkLocks(pod *corev1.Pod, status Status, cfg *config.Config, locks LockRe
 	}
 	var errs field.ErrorList
 	for _, name := range status.LeaseNames() {
-		kind, managed, holder, found := readLock(locks, pod.Namespace, name, status.LeaseKind == config.LeaseKindMultiClusterLease)
+		kind, managed, holder, found := readLock(locks, pod.Namespace, name, status.LeaseKind == contract.LeaseKindMultiClusterLease)
 		if !found || managed || cfg.Adopts(pod.Namespace, name) {
 			continue
 		}

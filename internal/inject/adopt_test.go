@@ -75,9 +75,9 @@ func TestCheckLocks(t *testing.T) {
 		{"an election among several that names one is refused at the elections annotation", Status{Leases: []string{"orders", "cert-manager-controller"}}, defaults,
 			`metadata.annotations[leasegate.io/elections]: Invalid value: "cert-manager-controller"`},
 		{"adoptLeases lets leasegate take it over", Status{Lease: "cert-manager-controller"}, adopting, ""},
-		{"a MultiClusterLease another client elects on is refused too", Status{Lease: "global", LeaseKind: config.LeaseKindMultiClusterLease}, defaults,
+		{"a MultiClusterLease another client elects on is refused too", Status{Lease: "global", LeaseKind: contract.LeaseKindMultiClusterLease}, defaults,
 			`MultiClusterLease shop/global is not leasegate's (held by lib-0_x)`},
-		{"a Lease of the name does not count for a MultiClusterLease", Status{Lease: "cert-manager-controller", LeaseKind: config.LeaseKindMultiClusterLease}, defaults, ""},
+		{"a Lease of the name does not count for a MultiClusterLease", Status{Lease: "cert-manager-controller", LeaseKind: contract.LeaseKindMultiClusterLease}, defaults, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

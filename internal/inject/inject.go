@@ -283,10 +283,10 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 func planLeaseKind(podAnnotations map[string]string, p *plan, caps Capabilities, annotations *field.Path) (bool, field.ErrorList) {
 	path := annotations.Key(contract.LeaseKind)
 	switch v, ok := podAnnotations[contract.LeaseKind]; {
-	case !ok || v == config.LeaseKindLease:
+	case !ok || v == contract.LeaseKindLease:
 		return false, nil
-	case v != config.LeaseKindMultiClusterLease:
-		return false, field.ErrorList{field.NotSupported(path, v, []string{config.LeaseKindLease, config.LeaseKindMultiClusterLease})}
+	case v != contract.LeaseKindMultiClusterLease:
+		return false, field.ErrorList{field.NotSupported(path, v, []string{contract.LeaseKindLease, contract.LeaseKindMultiClusterLease})}
 	case !caps.MultiClusterLeases:
 		return false, field.ErrorList{field.Invalid(path, v, fmt.Sprintf(
 			"this API server does not serve %s: install leasegate's CRDs (the chart's crds/, or config/crd) and restart leasegate-webhook",
@@ -381,7 +381,7 @@ func (p *plan) apply(pod *corev1.Pod) {
 		recorded.RestartOnLoss = p.startElection().lease
 	}
 	if p.multiCluster {
-		recorded.LeaseKind = config.LeaseKindMultiClusterLease
+		recorded.LeaseKind = contract.LeaseKindMultiClusterLease
 	}
 	if p.multi {
 		for _, e := range p.elections {
@@ -452,7 +452,7 @@ func (p *plan) agentEnv() []corev1.EnvVar {
 	env := append(downwardEnv(), p.electionEnv()...)
 	env = append(env, corev1.EnvVar{Name: contract.EnvClockSkewMargin, Value: p.margin.String()})
 	if p.multiCluster {
-		env = append(env, corev1.EnvVar{Name: contract.EnvLeaseKind, Value: config.LeaseKindMultiClusterLease})
+		env = append(env, corev1.EnvVar{Name: contract.EnvLeaseKind, Value: contract.LeaseKindMultiClusterLease})
 	}
 	if !p.multi {
 		env = append(env, corev1.EnvVar{Name: contract.EnvReadiness, Value: p.elections[0].readiness})

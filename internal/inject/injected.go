@@ -5,7 +5,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
@@ -97,8 +96,8 @@ func Injected(pod *corev1.Pod) (status Status, ok bool) {
 	}
 
 	switch kind {
-	case "", config.LeaseKindLease:
-	case config.LeaseKindMultiClusterLease:
+	case "", contract.LeaseKindLease:
+	case contract.LeaseKindMultiClusterLease:
 		status.LeaseKind = kind
 	default:
 		return Status{}, false

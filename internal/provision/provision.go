@@ -519,7 +519,7 @@ func locksOf(pod *corev1.Pod) []lock {
 	names := s.LeaseNames()
 	locks := make([]lock, len(names))
 	for i, name := range names {
-		locks[i] = lock{name: name, multiCluster: s.LeaseKind == config.LeaseKindMultiClusterLease}
+		locks[i] = lock{name: name, multiCluster: s.LeaseKind == contract.LeaseKindMultiClusterLease}
 	}
 	return locks
 }

@@ -30,6 +30,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/agent"
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/contract"
 	_ "github.com/leasegate/leasegate/internal/manager" // every collector leasegate-webhook registers
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 	"github.com/leasegate/leasegate/test/framework/checkout"
@@ -406,7 +407,7 @@ users: [{name: none, user: {token: none}}]
 	listen := freeAddress(t)
 	settings, err := agent.LoadSettings([]string{
 		"--pod-name", "p", "--pod-namespace", "ns", "--pod-uid", "u", "--lease", "l", "--kubeconfig", kubeconfig,
-		"--listen", listen, "--lease-kind", agent.LeaseKindMultiClusterLease,
+		"--listen", listen, "--lease-kind", contract.LeaseKindMultiClusterLease,
 		"--gate-upstream", "127.0.0.1:1", "--gate-listen", "127.0.0.1:0",
 	}, func(string) string { return "" })
 	if err != nil {
