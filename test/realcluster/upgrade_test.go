@@ -494,6 +494,11 @@ func (l *commitLog) writesByNonHolders() (found []string, window int) {
 			holder, held = v.who, v.revision
 			continue
 		}
+		if held == 0 {
+			// The ConfigMap's listed version can be older than the lease's listed one (a renewal
+			// between its last write and the lists): who held the lease then is not in the log.
+			continue
+		}
 		if pod, _, _ := lease.ParseIdentity(holder); pod == v.who {
 			continue
 		}
