@@ -17,7 +17,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
 	"github.com/leasegate/leasegate/internal/admissionfuzz"
-	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/contract"
 )
 
@@ -36,8 +35,6 @@ func fuzzFence(f *testing.F) *Webhooks {
 		Recorder:     &events.FakeRecorder{},
 		Events:       NewEventBudget(clock.RealClock{}),
 		OwnNamespace: "leasegate-system",
-		ConfigName:   "leasegate-config",
-		APIs:         &apiresources.Discoverer{},
 	}
 	fence.policy.Store(testPolicy(f, ""))
 	return fence
@@ -140,23 +137,5 @@ func FuzzLeaderEndpoints(f *testing.F) {
 		write(admissionv1.Create, podUser("orders-b", "uid-b"), nil, slice("orders-leader")),
 		write(admissionv1.Update, authenticationv1.UserInfo{Username: "mallory"}, slice("orders-leader"), slice("elsewhere")),
 		write(admissionv1.Create, authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:endpointslice-controller"}, nil, slice("web-leader")),
-	)
-}
-
-func FuzzConfigEdits(f *testing.F) {
-	fence := fuzzFence(f)
-	configMap := func(data string) *corev1.ConfigMap {
-		return &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Namespace: "leasegate-system", Name: "leasegate-config"},
-			Data:       map[string]string{"config.yaml": data},
-		}
-	}
-	edit := func(cm *corev1.ConfigMap) admissionv1.AdmissionRequest {
-		return admissionv1.AdmissionRequest{UID: "1", Operation: admissionv1.Update, Namespace: cm.Namespace, Name: cm.Name, Object: raw(f, cm)}
-	}
-	fuzzEndpoint(f, fence.ConfigEdits(),
-		edit(configMap(testConfig)),
-		edit(configMap("election: {leaseDuration: 5s, renewDeadline: 10s}\n")),
-		edit(configMap("guards: [{name: g, lease: l, resources: [{group: apps, resources: [deployments]}], enforcement: maybe}]\n")),
 	)
 }

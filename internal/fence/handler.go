@@ -19,7 +19,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/webhook/admission"
 
-	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/inject"
@@ -45,9 +44,6 @@ type Webhooks struct {
 	// Events bounds the Events Recorder writes per object, requester and source.
 	Events       *EventBudget
 	OwnNamespace string
-	ConfigName   string
-	// APIs is what the API server serves, which an edit of the configuration is checked against.
-	APIs interface{ Current() *apiresources.Index }
 
 	policy atomic.Pointer[Policy]
 }
@@ -201,25 +197,6 @@ func (f *Webhooks) LeaderEndpoints() admission.Handler {
 			}
 		}
 		return f.respond(ctx, &req, d.verdict)
-	})
-}
-
-// ConfigEdits refuses an invalid leasegate-config with every error and its field path
-// (path /validate-config).
-func (f *Webhooks) ConfigEdits() admission.Handler {
-	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
-		if req.Namespace != f.OwnNamespace || req.Name != f.ConfigName {
-			return admission.Allowed("not leasegate's configuration")
-		}
-		cm := &corev1.ConfigMap{}
-		if err := json.Unmarshal(req.Object.Raw, cm); err != nil {
-			return admission.Errored(http.StatusBadRequest, err)
-		}
-		cfg, err := config.LoadServed([]byte(cm.Data[config.Key]), f.APIs.Current())
-		if err != nil {
-			return admission.Denied(fmt.Sprintf("%s is invalid and was not saved: %v", f.ConfigName, err))
-		}
-		return admission.Allowed("").WithWarnings(cfg.Warnings...)
 	})
 }
 

@@ -16,7 +16,7 @@ var (
 	}, []string{"webhook", "guard", "outcome", "reason"})
 	decisionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "leasegate_fence_decision_duration_seconds",
-		Help:    "Time from receiving an admission request to answering it, decoding excluded.",
+		Help:    "Time from receiving an admission request to answering it, decoding included.",
 		Buckets: []float64{0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.05},
 	}, []string{"webhook"})
 	eventsSuppressed = prometheus.NewCounterVec(prometheus.CounterOpts{

@@ -269,12 +269,12 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	fenceWebhooks := &fence.Webhooks{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
 		Events:       fence.NewEventBudget(clock.RealClock{}),
-		OwnNamespace: opts.Namespace, ConfigName: opts.ConfigName, APIs: apis,
+		OwnNamespace: opts.Namespace,
 	}
 	fenceWebhooks.Follow(store)
 	serve(ValidateGuardedPath, fenceWebhooks.Guarded())
 	serve(ValidateLeasesPath, fenceWebhooks.LeaseWrites())
-	serve(ValidateConfigPath, fenceWebhooks.ConfigEdits())
+	serve(ValidateConfigPath, &config.EditValidator{Namespace: opts.Namespace, Name: opts.ConfigName, APIs: apis})
 	serve(ValidateEndpointSlicesPath, fenceWebhooks.LeaderEndpoints())
 	serve(ValidateEvictionsPath, fenceWebhooks.Evictions())
 	if err := (&fence.RulesSyncer{
