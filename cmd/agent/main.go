@@ -21,9 +21,9 @@ import (
 )
 
 // An agent that only elects, unless GOMEMLIMIT or GOGC say otherwise, keeps its heap small: its live
-// heap is about 1 MiB, and the Go runtime's smallest heap goal is 4 MiB x GOGC/100, so with the default
-// GOGC of 100 the heap grows to 4 MiB between collections. With electorGCPercent the goal is 1 MiB, which
-// costs handovers and CPU nothing measurable. The soft memory limit makes the runtime collect and return
+// heap is a fraction of the Go runtime's smallest heap goal, 4 MiB x GOGC/100, so with the default GOGC of
+// 100 the heap would grow to 4 MiB between collections. With electorGCPercent the goal is 1 MiB, which
+// costs handovers and CPU nothing measurable (docs/performance.md). The soft memory limit makes the runtime collect and return
 // memory harder as the process nears it; set much lower, it would collect on every step of a handover and
 // slow it (docs/performance.md has the measurements). An agent serving the mutation gate gets neither:
 // its heap follows the app's traffic, and collecting more often would add to every request's latency.

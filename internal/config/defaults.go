@@ -61,9 +61,8 @@ func SetDefaults(c *Config) {
 			}
 		}
 	}
-	// Measured (docs/performance.md): an agent's RSS is 13.7 MiB after 40 failovers and 15.0 MiB with 16 elections
-	// ("Several elections per pod"), 16.5 MiB serving the mutation gate small requests at 1,000/s ("The mutation gate").
-	// The request covers the largest with room; the limit is for what grows with traffic, as a gate's
+	// The request covers, with room, the largest agent memory docs/performance.md measured (after many
+	// failovers, with 16 elections, serving the mutation gate at 1,000 requests a second); the limit is for what grows with traffic, as a gate's
 	// heap does with its requests' sizes and concurrency, and bursts of watch events. An empty block
 	// (resources: {limits: {}}) asks for nothing, so it gets these too, as no block does.
 	if len(c.Agent.Resources.Requests) == 0 && len(c.Agent.Resources.Limits) == 0 {

@@ -1,7 +1,8 @@
 // Package contract holds what leasegate's parts and its users agree on by name: the labels and
-// annotations users write and leasegate reads, and the environment, port and HTTP paths of the agent the
-// injector injects. Every package that reads or writes one names it from here, so the two ends of each cannot
-// drift apart.
+// annotations users write and leasegate reads; the environment, port and HTTP paths of the agent the
+// injector injects; the header that carries the fencing token to the app; the lease kinds, and the
+// MultiClusterLease API's group, version and resource. Every package that reads or writes one names it
+// from here, so the two ends of each cannot drift apart. It imports nothing, so the agent links it freely.
 package contract
 
 const (

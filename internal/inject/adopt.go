@@ -55,13 +55,13 @@ func readLock(locks LockReader, namespace, name string, multiCluster bool) (kind
 	if multiCluster {
 		m, ok := locks.MultiClusterLease(namespace, name)
 		if !ok {
-			return v1alpha1.Kind, false, "", false
+			return contract.LeaseKindMultiClusterLease, false, "", false
 		}
-		return v1alpha1.Kind, m.Labels[contract.Managed] == "true", ptr.Deref(m.Spec.HolderIdentity, ""), true
+		return contract.LeaseKindMultiClusterLease, m.Labels[contract.Managed] == "true", ptr.Deref(m.Spec.HolderIdentity, ""), true
 	}
 	l, ok := locks.Get(namespace, name)
 	if !ok {
-		return "Lease", false, "", false
+		return contract.LeaseKindLease, false, "", false
 	}
-	return "Lease", l.Labels[contract.Managed] == "true", ptr.Deref(l.Spec.HolderIdentity, ""), true
+	return contract.LeaseKindLease, l.Labels[contract.Managed] == "true", ptr.Deref(l.Spec.HolderIdentity, ""), true
 }

@@ -1,8 +1,9 @@
 // Package kubeclient is the smallest client of the Kubernetes API the leader agent needs: configuration
 // (in-cluster or a kubeconfig), JSON requests whose failures are the API server's Status, and watch
 // streams. It replaces client-go in the agent, which runs beside every replica of every opted-in workload:
-// client-go's REST client, reflector and the API types it links made the agent's binary 14.6 MB and its
-// resident memory about 18 MiB, where the agent itself needs a few requests and one watch per election.
+// client-go's REST client, reflector and the API types it links would be most of the agent's binary and
+// resident memory (docs/performance.md has the figures), where the agent itself needs a few requests and
+// one watch per election.
 // The webhook and the tools keep client-go.
 package kubeclient
 

@@ -10,7 +10,7 @@ import (
 )
 
 // slimPod is the cache's transform for injected pods: it keeps only what leasegate's readers of that
-// cache look at, so the webhook holds a few hundred bytes per pod instead of about 22 KiB (the whole spec
+// cache look at, so the webhook holds a few hundred bytes per pod instead of tens of kilobytes (the whole spec
 // with the agent's env, probes and volumes, every annotation, the container statuses). The readers:
 //   - provisioning: the agent container's election variables (the pod's leases, on-loss; see
 //     inject.Injected), the service account;

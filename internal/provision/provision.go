@@ -304,9 +304,9 @@ func conflictNote(clash client.Object, l lock) string {
 	case *rbacv1.Role:
 		kind = "Role"
 	case *coordinationv1.Lease, *v1alpha1.MultiClusterLease:
-		kind = "Lease"
+		kind = contract.LeaseKindLease
 		if l.multiCluster {
-			kind = v1alpha1.Kind
+			kind = contract.LeaseKindMultiClusterLease
 		}
 		return fmt.Sprintf("%s %s/%s exists and is not leasegate's (no %s label, no Role of leasegate's for it): another controller elects on it, "+
 			"so leasegate neither marks it nor gives the pod's agent rights on it. Elect on a lease of the pod's own (%s or %s), or add %q to adoptLeases in leasegate-config",

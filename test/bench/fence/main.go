@@ -37,6 +37,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/manager"
 	"github.com/leasegate/leasegate/test/framework/load"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
@@ -296,7 +297,7 @@ func tlsClient(ca []byte) (*http.Client, error) {
 }
 
 func post(client *http.Client, base string, body []byte) (bool, error) {
-	resp, err := client.Post(base+"/validate-guarded", "application/json", bytes.NewReader(body))
+	resp, err := client.Post(base+manager.ValidateGuardedPath, "application/json", bytes.NewReader(body))
 	if err != nil {
 		return false, err
 	}

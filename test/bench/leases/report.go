@@ -54,7 +54,7 @@ func (o outcome) recovered() time.Duration {
 	return max(o.led-o.answering, 0)
 }
 
-// verdict says whether an agent's outcome meets issue 29's goals, and which it misses: every lease led
+// verdict says whether an agent's outcome meets the scale goals (docs/scale.md), and which it misses: every lease led
 // (no later than client-go's electors in the same scenario of the same run, where they ran), never two
 // claims, and after a restart the 429s under 1% of requests within one takeover budget of the API
 // server answering again. client-go's rows are the reference, and say only what went wrong.

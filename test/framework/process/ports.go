@@ -12,7 +12,7 @@ import (
 
 // FreePort returns a loopback port that is free now, for a process to bind a moment later. It is chosen
 // below the kernel's ephemeral range, so that an outgoing connection's port cannot take it in between:
-// envtest's webhook port, chosen inside that range, once was taken that way.
+// a port chosen inside that range, as envtest chooses its webhook port, can be taken that way.
 func FreePort() (int, error) {
 	low := 32768 // Linux's default start of net.ipv4.ip_local_port_range
 	if data, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {

@@ -39,12 +39,11 @@ func StartPrometheus(ctx context.Context, dir, config string, files map[string][
 	if err := os.WriteFile(configFile, []byte(config), 0o600); err != nil {
 		return nil, err
 	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := FreePort()
 	if err != nil {
 		return nil, err
 	}
-	addr := l.Addr().String()
-	l.Close()
+	addr := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	process, err := StartProcess(exec.Command(binary, "--config.file="+configFile, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn"))
 	if err != nil {
