@@ -62,7 +62,7 @@ func (m *MultiClusterLeaseLock) confirm(l *Lease, identity string, renewDeadline
 	if !ok || len(m.writes) == 0 {
 		return
 	}
-	if holder != identity && observed >= m.writes[len(m.writes)-1].generation {
+	if confirmed, decided := lease.Confirms(holder, observed, identity, m.writes[len(m.writes)-1].generation); decided && !confirmed {
 		m.confirmed.Store(0)
 		return
 	}
@@ -102,12 +102,12 @@ type heartbeat struct {
 // covers none of our writes.
 func confirmedUntil(l *Lease, identity string, writes []heartbeat, renewDeadline time.Duration) time.Time {
 	holder, observed, ok := globalAnswer(l)
-	if !ok || holder != identity || l.Spec.LeaseDurationSeconds == 0 {
+	if !ok || l.Spec.LeaseDurationSeconds == 0 {
 		return time.Time{}
 	}
 	var latest time.Time
 	for _, w := range writes {
-		if w.generation <= observed && w.started.After(latest) {
+		if confirmed, _ := lease.Confirms(holder, observed, identity, w.generation); confirmed && w.started.After(latest) {
 			latest = w.started
 		}
 	}
