@@ -1,6 +1,7 @@
 package leaseelection
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -76,6 +77,20 @@ func (m *MultiClusterLeaseLock) termEnd() (int64, bool) { return m.confirmed.Loa
 func (m *MultiClusterLeaseLock) forgetTerm() {
 	m.confirmed.Store(0)
 	m.writes = m.writes[:0]
+}
+
+// termLapsed: the controller named another global leader, or confirmed none of our heartbeats in time.
+func (*MultiClusterLeaseLock) termLapsed(globalHolder, identity string, renewDeadline time.Duration) string {
+	if globalHolder != identity {
+		return fmt.Sprintf("the election controller names %q as the global leader", globalHolder)
+	}
+	return fmt.Sprintf("no heartbeat was confirmed for the renew deadline (%s)", renewDeadline)
+}
+
+// steppedDownWithoutLeading: a candidate the controller did not confirm (a standby) stops standing for
+// its cluster, but did not lead, so it does not say it stopped.
+func (*MultiClusterLeaseLock) steppedDownWithoutLeading() string {
+	return "Stopped standing for the global term"
 }
 
 // globalAnswer is the election controller's latest answer on a MultiClusterLease; ok is false for a Lease.
