@@ -18,3 +18,13 @@ func ConfirmedFor(leaseDurationSeconds int32) time.Duration {
 	ttl := time.Duration(leaseDurationSeconds) * time.Second
 	return ttl - time.Duration(float64(ttl)*MaxClockRateError)
 }
+
+// Confirms reports whether an election controller's answer (the holder it names, for heartbeats up to
+// observedGeneration) confirms identity as global leader for a heartbeat of generation, and decided
+// whether it answers that heartbeat at all (it may name another leader). An answer to a later heartbeat
+// answers every earlier one: the controller answers with a backend renewal sent after it saw the later
+// heartbeat, so after the earlier ones too.
+func Confirms(holder string, observedGeneration int64, identity string, generation int64) (confirmed, decided bool) {
+	decided = observedGeneration >= generation
+	return decided && holder == identity, decided
+}

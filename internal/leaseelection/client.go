@@ -34,6 +34,8 @@ type Client struct {
 	apiVersion string
 	kind       string
 	resource   string // the path under /apis/<apiVersion>/namespaces/<namespace>/
+	// complete, when set, completes each decoded object with what its kind always carries.
+	complete func(*Lease)
 }
 
 var _ Store = (*Client)(nil)
@@ -47,7 +49,16 @@ func NewClient(api *kubeclient.Client) *Client {
 // local election on their spec exactly as on a Lease, and reads the election controller's answers
 // (status) as Lease.Global to know whether it leads across clusters (MultiClusterLeaseLock).
 func NewMultiClusterClient(api *kubeclient.Client) *Client {
-	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: contract.LeaseKindMultiClusterLease, resource: contract.MultiClusterLeaseResource}
+	return &Client{api: api, apiVersion: multiClusterLeaseAPIVersion, kind: contract.LeaseKindMultiClusterLease, resource: contract.MultiClusterLeaseResource,
+		complete: withAnswer}
+}
+
+// withAnswer completes a MultiClusterLease, which always carries an answer: an empty one before the
+// controller's first.
+func withAnswer(l *Lease) {
+	if l.Global == nil {
+		l.Global = &GlobalAnswer{}
+	}
 }
 
 func (c *Client) path(namespace, name string) string {
@@ -58,11 +69,10 @@ func (c *Client) path(namespace, name string) string {
 	return p
 }
 
-// read completes a decoded object: a MultiClusterLease always carries an answer, empty before the
-// controller's first.
+// read completes a decoded object as its kind asks (complete).
 func (c *Client) read(l *Lease) *Lease {
-	if l != nil && c.kind == contract.LeaseKindMultiClusterLease && l.Global == nil {
-		l.Global = &GlobalAnswer{}
+	if l != nil && c.complete != nil {
+		c.complete(l)
 	}
 	return l
 }

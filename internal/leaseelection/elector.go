@@ -159,9 +159,9 @@ func (e *Elector) Run(ctx context.Context) {
 	// does not come in time leaves the first act to read the lease itself.
 	timer := e.clock.NewTimer(e.cfg.Timing.RetryPeriod)
 	defer timer.Stop()
-	// lapse fires when a confirmed global term runs out (a MultiClusterLeaseLock's): nothing else may happen
-	// then (a leader cut off from the global backend still renews its cluster's spec), and the step-down
-	// must reach the log, the metric and the status file at that instant, as Status already says it.
+	// lapse fires when a term the lock grants on top of the renewals (termEnd) runs out: nothing else may
+	// happen then (the holder may still be renewing the object), and the step-down must reach the log,
+	// the metric and the status file at that instant, as Status already says it.
 	lapse := e.clock.NewTimer(time.Hour)
 	lapse.Stop()
 	defer lapse.Stop()
@@ -219,7 +219,7 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		// Our own renewals come back through the watch. Anything else is checked by renewing at once:
 		// the compare-and-swap fails if someone else really wrote the lease.
 		if j.Holder == e.cfg.Identity && e.cfg.Lock.answersHolder() {
-			e.publish(observed, true) // the controller's answer to a heartbeat
+			e.publish(observed, true) // the object's answer to our write
 		}
 		return 0, j.Holder != e.cfg.Identity
 	}
@@ -353,7 +353,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	deadline := e.lastRenew.Add(e.cfg.Timing.RenewDeadline)
 	now := e.clock.Now()
 	if !now.Before(deadline) {
-		e.stepDown(fmt.Sprintf("could not renew for the renew deadline (%s)", e.cfg.Timing.RenewDeadline))
+		e.stepDown(renewalsStopped(e.cfg.Timing.RenewDeadline))
 		return 0
 	}
 	// A request still in flight at the deadline is abandoned: leadership ends on time, not when the
@@ -504,18 +504,18 @@ func (e *Elector) stepDown(reason string) {
 	e.status.IsLeader = false
 	status := e.status
 	e.mu.Unlock()
-	if wasLeader {
-		e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
-	} else {
-		// A MultiClusterLease candidate that was never confirmed (a standby): it stops standing for its
-		// cluster, but it did not lead, so it does not say it stopped.
-		e.cfg.Log.Info("Stopped standing for the global term", "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
+	// A holder that did not lead (its lock granted it no term, or the term lapsed) does not say it stopped
+	// leading: the lock words what it stops.
+	msg := "Stopped leading"
+	if !wasLeader {
+		msg = e.cfg.Lock.steppedDownWithoutLeading()
 	}
+	e.cfg.Log.Info(msg, "lease", e.name, "identity", e.cfg.Identity, "reason", reason)
 	e.cfg.OnChange(status)
 }
 
-// termLeft is, for an elector whose lock grants terms and that leads, how long its confirmed term has
-// left (ok false when it does not lead).
+// termLeft is, for an elector whose lock grants terms and that leads, how long its term has left (ok
+// false when it does not lead).
 func (e *Elector) termLeft() (time.Duration, bool) {
 	termEnd, bounded := e.cfg.Lock.termEnd()
 	if !bounded {
@@ -530,7 +530,7 @@ func (e *Elector) termLeft() (time.Duration, bool) {
 	return max(time.Duration(termEnd-e.clock.Now().UnixNano()), 0), true
 }
 
-// judgeTerm publishes the end of a confirmed global term that ran out with no new answer.
+// judgeTerm publishes the end of a term the lock granted that ran out with nothing to extend it.
 func (e *Elector) judgeTerm() {
 	termEnd, _ := e.cfg.Lock.termEnd()
 	e.mu.Lock()
@@ -541,16 +541,14 @@ func (e *Elector) judgeTerm() {
 	e.status.IsLeader = false
 	status := e.status
 	e.mu.Unlock()
-	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", e.termEnded(status.GlobalHolder))
+	e.cfg.Log.Info("Stopped leading", "lease", e.name, "identity", e.cfg.Identity, "reason", e.termLapsed(status))
 	e.cfg.OnChange(status)
 }
 
-// termEnded says why a multi-cluster elector's global term ended while it still holds its cluster's spec.
-func (e *Elector) termEnded(globalHolder string) string {
-	if globalHolder != e.cfg.Identity {
-		return fmt.Sprintf("the election controller names %q as the global leader", globalHolder)
-	}
-	return fmt.Sprintf("no heartbeat was confirmed for the renew deadline (%s)", e.cfg.Timing.RenewDeadline)
+// termLapsed says, in the lock's words, why the term it granted ended while this elector still holds the
+// object, as the status s says it.
+func (e *Elector) termLapsed(s lease.Status) string {
+	return e.cfg.Lock.termLapsed(s.GlobalHolder, e.cfg.Identity, e.cfg.Timing.RenewDeadline)
 }
 
 // publish records the holder a lease names and whether we lead, and reports a change.
@@ -579,9 +577,9 @@ func (e *Elector) publish(l *Lease, leading bool) {
 	case next.IsLeader && !prev.IsLeader:
 		e.cfg.Log.Info("Started leading", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
 	case prev.IsLeader && !next.IsLeader:
-		// Only a multi-cluster elector gets here (a Lease's holder stops in stepDown): its global term
-		// ended while it still holds its cluster's spec.
-		e.cfg.Log.Info("Stopped leading", "lease", next.Lease, "identity", e.cfg.Identity, "reason", e.termEnded(next.GlobalHolder))
+		// The term the lock granted ended while this elector still holds the object (a holder that stops
+		// holding it steps down in stepDown).
+		e.cfg.Log.Info("Stopped leading", "lease", next.Lease, "identity", e.cfg.Identity, "reason", e.termLapsed(next))
 	case prev.Holder != next.Holder:
 		e.cfg.Log.Info("Leader changed", "lease", next.Lease, "holder", next.Holder, "transitions", next.Transitions)
 	}

@@ -1,6 +1,7 @@
 package leaseelection
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/utils/clock"
@@ -35,6 +36,12 @@ type Lock interface {
 	termEnd() (until int64, bounded bool)
 	// forgetTerm ends any such term, as the elector steps down.
 	forgetTerm()
+	// termLapsed is why the term ended while the elector still holds the object, of which the status
+	// names globalHolder: the reason its "Stopped leading" line gives.
+	termLapsed(globalHolder, identity string, renewDeadline time.Duration) string
+	// steppedDownWithoutLeading is the message the elector logs when it stops holding the object without
+	// leading on it.
+	steppedDownWithoutLeading() string
 }
 
 // LeaseLock elects on coordination.k8s.io/v1 Leases (a Store from NewClient): the holder leads while it
@@ -62,3 +69,16 @@ func (LeaseLock) describe(s *lease.Status, l *Lease, _ string, _ time.Duration, 
 func (LeaseLock) termEnd() (int64, bool) { return 0, false }
 
 func (LeaseLock) forgetTerm() {}
+
+// termLapsed: a Lease's holder leads until its renewals stop for the renew deadline.
+func (LeaseLock) termLapsed(_, _ string, renewDeadline time.Duration) string {
+	return renewalsStopped(renewDeadline)
+}
+
+// steppedDownWithoutLeading: holding a Lease is leading it.
+func (LeaseLock) steppedDownWithoutLeading() string { return "Stopped leading" }
+
+// renewalsStopped is the reason a holder steps down when it could not renew for the renew deadline.
+func renewalsStopped(renewDeadline time.Duration) string {
+	return fmt.Sprintf("could not renew for the renew deadline (%s)", renewDeadline)
+}

@@ -12,7 +12,7 @@ import (
 
 // What the two kinds tell the elector apart on: a Lease honours handovers, is fenced by its transitions
 // and leads on its renewals alone; a MultiClusterLease ignores handovers, is fenced by the controller's
-// term and leads only while an answer to one of its heartbeats names it.
+// term and leads only while an answer to one of its heartbeats names it. Each words its own step-downs.
 func TestLocksDifferOnlyWhereTheirKindsDo(t *testing.T) {
 	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC))
 	l := &Lease{
@@ -37,6 +37,12 @@ func TestLocksDifferOnlyWhereTheirKindsDo(t *testing.T) {
 		}
 		if _, bounded := lock.termEnd(); bounded {
 			t.Error("a Lease's holder leads on its renewals alone")
+		}
+		if got, want := lock.termLapsed("", "a-0_ua", 2*time.Second), "could not renew for the renew deadline (2s)"; got != want {
+			t.Errorf("termLapsed = %q, want %q: a Lease's term is its renewals", got, want)
+		}
+		if got := lock.steppedDownWithoutLeading(); got != "Stopped leading" {
+			t.Errorf("steppedDownWithoutLeading = %q: holding a Lease is leading it", got)
 		}
 	})
 
@@ -65,6 +71,18 @@ func TestLocksDifferOnlyWhereTheirKindsDo(t *testing.T) {
 		lock.describe(&s, l, "a-0_ua", 2*time.Second, clock)
 		if s.IsLeader {
 			t.Error("an answer to no heartbeat of this elector's term confirmed it")
+		}
+		for _, tt := range []struct{ globalHolder, want string }{
+			{"b-0_ub", `the election controller names "b-0_ub" as the global leader`},
+			{"", `the election controller names "" as the global leader`},
+			{"a-0_ua", "no heartbeat was confirmed for the renew deadline (2s)"},
+		} {
+			if got := lock.termLapsed(tt.globalHolder, "a-0_ua", 2*time.Second); got != tt.want {
+				t.Errorf("termLapsed with global holder %q = %q, want %q", tt.globalHolder, got, tt.want)
+			}
+		}
+		if got := lock.steppedDownWithoutLeading(); got != "Stopped standing for the global term" {
+			t.Errorf("steppedDownWithoutLeading = %q: an unconfirmed candidate only stood for the global term", got)
 		}
 	})
 }

@@ -1,6 +1,7 @@
 package leaseelection
 
 import (
+	"fmt"
 	"sync/atomic"
 	"time"
 
@@ -62,7 +63,7 @@ func (m *MultiClusterLeaseLock) confirm(l *Lease, identity string, renewDeadline
 	if !ok || len(m.writes) == 0 {
 		return
 	}
-	if holder != identity && observed >= m.writes[len(m.writes)-1].generation {
+	if confirmed, decided := lease.Confirms(holder, observed, identity, m.writes[len(m.writes)-1].generation); decided && !confirmed {
 		m.confirmed.Store(0)
 		return
 	}
@@ -76,6 +77,20 @@ func (m *MultiClusterLeaseLock) termEnd() (int64, bool) { return m.confirmed.Loa
 func (m *MultiClusterLeaseLock) forgetTerm() {
 	m.confirmed.Store(0)
 	m.writes = m.writes[:0]
+}
+
+// termLapsed: the controller named another global leader, or confirmed none of our heartbeats in time.
+func (*MultiClusterLeaseLock) termLapsed(globalHolder, identity string, renewDeadline time.Duration) string {
+	if globalHolder != identity {
+		return fmt.Sprintf("the election controller names %q as the global leader", globalHolder)
+	}
+	return fmt.Sprintf("no heartbeat was confirmed for the renew deadline (%s)", renewDeadline)
+}
+
+// steppedDownWithoutLeading: a candidate the controller did not confirm (a standby) stops standing for
+// its cluster, but did not lead, so it does not say it stopped.
+func (*MultiClusterLeaseLock) steppedDownWithoutLeading() string {
+	return "Stopped standing for the global term"
 }
 
 // globalAnswer is the election controller's latest answer on a MultiClusterLease; ok is false for a Lease.
@@ -102,12 +117,12 @@ type heartbeat struct {
 // covers none of our writes.
 func confirmedUntil(l *Lease, identity string, writes []heartbeat, renewDeadline time.Duration) time.Time {
 	holder, observed, ok := globalAnswer(l)
-	if !ok || holder != identity || l.Spec.LeaseDurationSeconds == 0 {
+	if !ok || l.Spec.LeaseDurationSeconds == 0 {
 		return time.Time{}
 	}
 	var latest time.Time
 	for _, w := range writes {
-		if w.generation <= observed && w.started.After(latest) {
+		if confirmed, _ := lease.Confirms(holder, observed, identity, w.generation); confirmed && w.started.After(latest) {
 			latest = w.started
 		}
 	}

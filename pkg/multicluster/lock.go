@@ -207,8 +207,8 @@ func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease,
 	need := l.cfg.RetryPeriod + l.cfg.RenewDeadline
 	grants := v1alpha1.ConfirmedFor(ptr.Deref(written.Spec.LeaseDurationSeconds, 0))
 	if grants < need {
-		return &NotConfirmedError{Reason: fmt.Sprintf("a confirmed heartbeat lets a candidate act for %s (90%% of the lease duration), less than a retry period plus a renew deadline (%s); lengthen the lease duration, or shorten the renew deadline or the retry period",
-			grants, need)}
+		return &NotConfirmedError{Reason: fmt.Sprintf("a confirmed heartbeat lets a candidate act for %s (%s), less than a retry period plus a renew deadline (%s); lengthen the lease duration, or shorten the renew deadline or the retry period",
+			grants, confirmedShare, need)}
 	}
 	for afresh := false; ; afresh = true {
 		status, err := l.awaitConfirmationWithin(ctx, written)
@@ -232,17 +232,20 @@ func (l *Lock) confirm(ctx context.Context, written *v1alpha1.MultiClusterLease,
 			return nil
 		}
 		if afresh {
-			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d, written afresh for a term won late, %s after its write, later than the %s a confirmation may take (90%% of the lease duration less a retry period and a renew deadline): the controller or the API server is slow",
-				written.Generation, now.Sub(started), grants-need)}
+			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d, written afresh for a term won late, %s after its write, later than the %s a confirmation may take (%s less a retry period and a renew deadline): the controller or the API server is slow",
+				written.Generation, now.Sub(started), grants-need, confirmedShare)}
 		}
 		again, startedAgain, err := l.heartbeatWithin(ctx)
 		if err != nil {
-			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d %s after its write, later than the %s a confirmation may take (90%% of the lease duration less a retry period and a renew deadline), and the heartbeat written to be confirmed afresh failed: %v",
-				written.Generation, now.Sub(started), grants-need, err)}
+			return &NotConfirmedError{Reason: fmt.Sprintf("the election controller confirmed generation %d %s after its write, later than the %s a confirmation may take (%s less a retry period and a renew deadline), and the heartbeat written to be confirmed afresh failed: %v",
+				written.Generation, now.Sub(started), grants-need, confirmedShare, err)}
 		}
 		written, started = again, startedAgain
 	}
 }
+
+// confirmedShare says what share of the lease duration ConfirmedFor is, for the errors that quote it.
+var confirmedShare = fmt.Sprintf("%g%% of the lease duration", 100*(1-v1alpha1.MaxClockRateError))
 
 // awaitConfirmationWithin is awaitConfirmation bounded by the confirm timeout.
 func (l *Lock) awaitConfirmationWithin(ctx context.Context, written *v1alpha1.MultiClusterLease) (*v1alpha1.MultiClusterLeaseStatus, error) {

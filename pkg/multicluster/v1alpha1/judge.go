@@ -36,8 +36,7 @@ func (s *MultiClusterLeaseStatus) LocalLeader(now time.Time) string {
 
 // Confirms reports whether the status confirms identity as global leader for a heartbeat of generation
 // (or a later one), and decided reports whether it has answered that heartbeat at all (it may name
-// another leader).
+// another leader): lease.Confirms, the rule the agent's elector reads its answers by.
 func (s *MultiClusterLeaseStatus) Confirms(identity string, generation int64) (confirmed, decided bool) {
-	decided = s.ObservedGeneration >= generation
-	return decided && s.GlobalHolder == identity, decided
+	return lease.Confirms(s.GlobalHolder, s.ObservedGeneration, identity, generation)
 }
