@@ -11,25 +11,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
-	"runtime/debug"
 	"syscall"
 
 	"github.com/go-logr/logr"
 
 	"github.com/leasegate/leasegate/internal/agent"
 	"github.com/leasegate/leasegate/internal/version"
-)
-
-// An agent that only elects, unless GOMEMLIMIT or GOGC say otherwise, keeps its heap small: its live
-// heap is a fraction of the Go runtime's smallest heap goal, 4 MiB x GOGC/100, so with the default GOGC of
-// 100 the heap would grow to 4 MiB between collections. With electorGCPercent the goal is 1 MiB, which
-// costs handovers and CPU nothing measurable (docs/performance.md). The soft memory limit makes the runtime collect and return
-// memory harder as the process nears it; set much lower, it would collect on every step of a handover and
-// slow it (docs/performance.md has the measurements). An agent serving the mutation gate gets neither:
-// its heap follows the app's traffic, and collecting more often would add to every request's latency.
-const (
-	electorGCPercent   = 25
-	electorMemoryLimit = 10 << 20
 )
 
 func main() {
@@ -49,14 +36,7 @@ func main() {
 	if err != nil {
 		exitBadSettings(err)
 	}
-	if settings.Gate.Upstream == "" {
-		if os.Getenv("GOMEMLIMIT") == "" {
-			debug.SetMemoryLimit(electorMemoryLimit)
-		}
-		if os.Getenv("GOGC") == "" {
-			debug.SetGCPercent(electorGCPercent)
-		}
-	}
+	goRuntimeFor(os.Getenv, settings.Gate.Upstream != "").apply()
 
 	log := logr.FromSlogHandler(slog.NewTextHandler(os.Stderr, nil))
 	log.Info("Starting leasegate-agent", "version", version.String())

@@ -160,6 +160,10 @@ var _ = Describe("The leader agent", func() {
 				want = 1
 			}
 			Eventually(func() (float64, error) { return a.Metric("leasegate_agent_is_leader") }).Should(Equal(want))
+			// The runtime settings an agent that only elects makes when the environment leaves them unset.
+			Expect(a.Metric("go_sched_gomaxprocs_threads")).To(Equal(1.0))
+			Expect(a.Metric("go_gc_gogc_percent")).To(Equal(25.0))
+			Expect(a.Metric("go_gc_gomemlimit_bytes")).To(Equal(10.0 * (1 << 20)))
 			Eventually(func() (string, error) {
 				data, err := os.ReadFile(filepath.Join(statusDir, a.Pod.Name+".json"))
 				return string(data), err

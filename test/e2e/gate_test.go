@@ -77,6 +77,10 @@ var _ = Describe("The mutation gate", func() {
 			apps[agent] = app
 		}
 		leader := soleLeader(agents)
+		// An agent serving the gate runs on one thread too, but keeps the runtime's collector: its heap
+		// follows the app's traffic.
+		Expect(leader.Metric("go_sched_gomaxprocs_threads")).To(Equal(1.0))
+		Expect(leader.Metric("go_gc_gogc_percent")).To(Equal(100.0))
 
 		By("reads reach every app; mutations only the leader's")
 		for _, a := range agents {
