@@ -414,3 +414,109 @@ func TestConnectionFailuresAsClientGoTellsThemApart(t *testing.T) {
 		})
 	}
 }
+
+// TestMayHaveAppliedTellsAWriteWithoutAnAnswerFromOneNeverSent: what a writer may assume about a PUT
+// that failed, each case a real request through the client: only one sent and left unanswered may have
+// changed the object.
+func TestMayHaveAppliedTellsAWriteWithoutAnAnswerFromOneNeverSent(t *testing.T) {
+	put := Request{Method: http.MethodPut, Path: "/apis/coordination.k8s.io/v1/namespaces/shop/leases/orders", Body: json.RawMessage(`{}`)}
+	// A port nothing listens on: the dial is refused.
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closedPort := listener.Addr().String()
+	listener.Close()
+
+	tests := []struct {
+		name string
+		// client and ctx make the failing request.
+		client func(t *testing.T) *Client
+		ctx    func() (context.Context, context.CancelFunc)
+		want   bool
+	}{
+		{
+			name: "the server took the request and did not answer before the deadline",
+			client: func(t *testing.T) *Client {
+				return serve(t, func(_ http.ResponseWriter, r *http.Request) {
+					// The body read, the server notices the client going away.
+					_, _ = io.Copy(io.Discard, r.Body)
+					<-r.Context().Done()
+				})
+			},
+			ctx:  func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), 50*time.Millisecond) },
+			want: true,
+		},
+		{
+			name: "the connection broke after the request was sent",
+			client: func(t *testing.T) *Client {
+				return serve(t, func(w http.ResponseWriter, _ *http.Request) {
+					conn, _, _ := http.NewResponseController(w).Hijack()
+					reset(conn)
+				})
+			},
+			want: true,
+		},
+		{
+			name: "the server answered Conflict",
+			client: func(t *testing.T) *Client {
+				return serve(t, func(w http.ResponseWriter, _ *http.Request) {
+					w.WriteHeader(http.StatusConflict)
+					_, _ = w.Write([]byte(`{"kind":"Status","code":409,"reason":"Conflict"}`))
+				})
+			},
+		},
+		{
+			name: "the server shed it with 429",
+			client: func(t *testing.T) *Client {
+				return serve(t, func(w http.ResponseWriter, _ *http.Request) {
+					w.Header().Set("Retry-After", "1")
+					w.WriteHeader(http.StatusTooManyRequests)
+				})
+			},
+		},
+		{
+			name: "nothing listens on the API server's port",
+			client: func(t *testing.T) *Client {
+				client, err := New(&Config{Host: "http://" + closedPort})
+				if err != nil {
+					t.Fatal(err)
+				}
+				return client
+			},
+		},
+		{
+			name: "the client's rate limit held it past its deadline",
+			client: func(t *testing.T) *Client {
+				client := serve(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = w.Write([]byte(`{}`)) })
+				client.SetRateLimit(1.0/3600, 1)
+				if err := client.Do(context.Background(), put, nil); err != nil {
+					t.Fatal(err)
+				}
+				return client
+			},
+			ctx: func() (context.Context, context.CancelFunc) { return context.WithTimeout(context.Background(), time.Minute) },
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			client := tc.client(t)
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tc.ctx != nil {
+				ctx, cancel = tc.ctx()
+			}
+			defer cancel()
+			err := client.Do(ctx, put, nil)
+			if err == nil {
+				t.Fatal("the PUT succeeded")
+			}
+			if got := MayHaveApplied(err); got != tc.want {
+				t.Errorf("MayHaveApplied(%v) = %t, want %t", err, got, tc.want)
+			}
+		})
+	}
+	held := &ThrottledError{Kind: KindWrite, Wait: time.Second}
+	if MayHaveApplied(held) || MayHaveApplied(nil) {
+		t.Error("a request held back by a Retry-After, or none that failed, may have applied: want false")
+	}
+}

@@ -328,6 +328,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if err != nil {
+		e.readAfterUnanswered(err)
 		return e.failedAttempt(err, "take")
 	}
 	e.cfg.Lock.wrote(updated, now)
@@ -342,6 +343,7 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 	now := e.clock.Now()
 	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
 	if err != nil {
+		e.readAfterUnanswered(err)
 		return e.failedAttempt(err, "create")
 	}
 	e.cfg.Lock.wrote(created, now)
@@ -393,6 +395,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		}
 		err = getErr
 	}
+	e.readAfterUnanswered(err)
 	if ctx.Err() == nil {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
 			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
@@ -489,8 +492,21 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.publish(l, true)
 }
 
+// readAfterUnanswered makes the next attempt to take the lease read it first when err says the write
+// that failed may have been carried out though its answer never came (kubeclient.MayHaveApplied): the
+// API server queued it past its deadline, as under the load of a restart, or the connection broke after
+// it was sent. The copy this elector holds may then be one version behind its own write, and a take on
+// it would only be refused as a conflict, a retry period before the read that finds the lease names this
+// elector. A read fails nothing.
+func (e *Elector) readAfterUnanswered(err error) {
+	if kubeclient.MayHaveApplied(err) {
+		e.readFirst = true
+	}
+}
+
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
+	e.readFirst = false // the copy is the one this write made
 	e.current, e.known, e.lastRenew = l, l, renewTime
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
