@@ -71,6 +71,10 @@ type Elector struct {
 	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
 	// while its connection stays healthy); the next attempt reads the lease first.
 	readFirst bool
+	// copyStale: the last write may have been carried out though its answer never came, so known may be
+	// a version behind it. While the watch is down the copy is not acted on (the next attempt reads);
+	// while it is open, the watch's copy is, as it brings that write too.
+	copyStale bool
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
 	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
 	// that wait short.
@@ -276,7 +280,8 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
 	}
-	if !fresh && !e.readFirst && e.known != nil {
+	copyTrusted := !fresh && !e.readFirst && !e.copyStale
+	if copyTrusted && e.known != nil {
 		// The watch is down, as every watch is while an API server restarts: the last copy seen says when
 		// the lease can next change hands, and no read is sent before then. A client-go follower reads its
 		// lease every retry period; thousands doing so at once are the first load a restarted API server
@@ -289,7 +294,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		}
 	}
 	ownCopy := e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity
-	if !fresh && !e.readFirst && ownCopy {
+	if copyTrusted && ownCopy {
 		// The lease named this elector when it last saw it (it stepped down at its renew deadline while
 		// the API server restarted): that copy is the base, as a renewal's is, with no read first. The
 		// compare-and-swap fails if anyone wrote the lease since, and the next attempt reads it. One
@@ -300,13 +305,13 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		var err error
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
-			e.known = nil
+			e.known, e.copyStale = nil, false
 			return e.create(reqCtx)
 		}
 		if err != nil {
 			return e.failedAttempt(err, "read")
 		}
-		e.known = base
+		e.known, e.copyStale = base, false
 		e.shed = 0
 	}
 
@@ -492,21 +497,23 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.publish(l, true)
 }
 
-// readAfterUnanswered makes the next attempt to take the lease read it first when err says the write
-// that failed may have been carried out though its answer never came (kubeclient.MayHaveApplied): the
-// API server queued it past its deadline, as under the load of a restart, or the connection broke after
-// it was sent. The copy this elector holds may then be one version behind its own write, and a take on
-// it would only be refused as a conflict, a retry period before the read that finds the lease names this
-// elector. A read fails nothing.
+// readAfterUnanswered marks the copy of the lease stale when err says the write that failed may have been
+// carried out though its answer never came (kubeclient.MayHaveApplied): the API server queued it past
+// its deadline, as under the load of a restart, or the connection broke after it was sent. While the
+// watch is down, the next attempt then reads the lease first: a take on a copy one version behind this
+// elector's own write would only be refused as a conflict, a retry period before the read that finds the
+// lease naming it, and a follower would wait out the term of a copy its own take may have ended. While
+// the watch is open, its copy brings that write: a read there would add a request to every unanswered
+// one, the very load that left it unanswered.
 func (e *Elector) readAfterUnanswered(err error) {
 	if kubeclient.MayHaveApplied(err) {
-		e.readFirst = true
+		e.copyStale = true
 	}
 }
 
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
-	e.readFirst = false // the copy is the one this write made
+	e.readFirst, e.copyStale = false, false // the copy is the one this write made
 	e.current, e.known, e.lastRenew = l, l, renewTime
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }

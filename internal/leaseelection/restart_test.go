@@ -155,3 +155,22 @@ func TestElectorReadsFirstAfterATakeWhoseAnswerNeverCame(t *testing.T) {
 		t.Errorf("after the unanswered take: %d reads and %d writes, want 1 read and then 1 write (no conflict on the stale copy)", after-gets, writes-before-1)
 	}
 }
+
+// TestElectorWithItsWatchOpenTakesOnTheWatchsCopyAfterAnUnansweredTake: while its watch is open, a
+// follower whose take was carried out but not answered sends no read: the watch brings the lease its
+// take wrote, and it takes on that copy. Under the load that left the take unanswered, a read per
+// unanswered write would only add to it.
+func TestElectorWithItsWatchOpenTakesOnTheWatchsCopyAfterAnUnansweredTake(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it has listed the lease", func() bool { return e.Synced() })
+	store.mu.Lock()
+	store.loseAnswers, store.lostAnswer = 1, &url.Error{Op: "Put", URL: "https://api/leases/a", Err: context.DeadlineExceeded}
+	store.mu.Unlock()
+	gets, before := store.counts()
+	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
+	eventually(t, "it leads on the copy its watch brought, the clock standing still", func() bool { return e.Status().IsLeader })
+	if after, writes := store.counts(); after != gets || writes != before+2 {
+		t.Errorf("%d reads and %d writes, want no read and 2 writes (the unanswered take, the one on the watch's copy)", after-gets, writes-before)
+	}
+}

@@ -57,6 +57,7 @@ func main() {
 	candidates := flag.Int("candidates", 3, "electors per lease")
 	clients := flag.String("client", clientAgent+","+clientClientGo, "comma-separated electors to run each row with, one after the other: "+clientAgent+" (leasegate's own) and "+clientClientGo+" (client-go's leaderelection with a LeaseLock)")
 	restarts := flag.String("restarts", "apiserver,etcd", "comma-separated control-plane restarts each row goes through after its steady window: apiserver (kube-apiserver killed and started again on the same etcd), etcd (etcd killed and started again); empty for none")
+	down := flag.Duration("down", 0, "how long a killed kube-apiserver stays down before it is started again (0: at once): an outage past the renew deadline makes every leader step down, whatever the time the new one takes to start")
 	window := flag.Duration("window", 30*time.Second, "steady-state window measured per row")
 	crashes := flag.Int("crashes", 10, "leaders crashed per row, at once, for the takeover figures; 0 for none")
 	startRate := flag.Int("start-rate", 500, "electors started per second (a cluster's pods do not all start in one instant)")
@@ -66,9 +67,9 @@ func main() {
 	process.QuietControllerRuntime()
 	klog.SetLogger(logr.Discard()) // client-go reports the electors' requests cancelled at the end of each row
 	counts, err := load.Counts(*leases)
-	if err != nil || *candidates < 2 || *crashes < 0 || *crashes > slices.Min(counts) || *startRate < 1 || *renewals < 1 || *window <= 0 || *timeout <= 0 {
-		fmt.Fprintf(os.Stderr, "leases: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d -window %s -recover-timeout %s: want positive counts, at least 2 candidates, crashes within each row's leases, positive durations\n",
-			*leases, *candidates, *crashes, *startRate, *renewals, *window, *timeout)
+	if err != nil || *candidates < 2 || *crashes < 0 || *crashes > slices.Min(counts) || *startRate < 1 || *renewals < 1 || *window <= 0 || *timeout <= 0 || *down < 0 {
+		fmt.Fprintf(os.Stderr, "leases: -leases %q -candidates %d -crashes %d -start-rate %d -renewals %d -window %s -recover-timeout %s -down %s: want positive counts, at least 2 candidates, crashes within each row's leases, positive durations (-down: 0 or more)\n",
+			*leases, *candidates, *crashes, *startRate, *renewals, *window, *timeout, *down)
 		os.Exit(2)
 	}
 	clientList, err := parseList("-client", *clients, []string{clientAgent, clientClientGo}, false)
@@ -76,7 +77,7 @@ func main() {
 		var restartList []string
 		if restartList, err = parseList("-restarts", *restarts, []string{"apiserver", "etcd"}, true); err == nil {
 			err = run(context.Background(), config{counts: counts, candidates: *candidates, clients: clientList, restarts: restartList,
-				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, timeout: *timeout})
+				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, timeout: *timeout, down: *down})
 		}
 	}
 	if err != nil {
@@ -111,6 +112,8 @@ type config struct {
 	window                       time.Duration
 	crashes, startRate, renewals int
 	timeout                      time.Duration
+	// down is how long a killed kube-apiserver stays down before it is started again.
+	down time.Duration
 }
 
 // row is one steady-state measurement.
@@ -185,9 +188,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	versions, _ := checkout.PinnedVersions()
-	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s.\n\n",
+	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s; a killed kube-apiserver down %s before it is started again.\n\n",
 		time.Now().UTC().Format(time.DateOnly), versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], runtime.NumCPU(), loadBefore, loadAverage(),
-		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals)
+		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals, cfg.down)
 	fmt.Println("| leases | electors | client | timing D / R / P | all led after | lease requests/s: renewals (PUT) / other | lease guard p50 / p99 (API server) | renewal p50 / p99 / max (leader) | Lease watches | leaders changed / two claims | API server RSS (added by the electors) | etcd RSS | webhook RSS | webhook's API requests/s | crash takeover median / max (budget D + M) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
@@ -421,7 +424,9 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, n int
 		}
 	}
 	for _, restart := range cfg.restarts {
-		name, do := scenarioAPIServerRestart, event(bench.ControlPlane.RestartAPIServer)
+		name, do := scenarioAPIServerRestart, event(func(ctx context.Context) (time.Time, error) {
+			return bench.ControlPlane.RestartAPIServerAfter(ctx, cfg.down)
+		})
 		if restart == "etcd" {
 			name, do = scenarioEtcdRestart, bench.ControlPlane.RestartEtcd
 		}

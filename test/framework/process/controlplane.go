@@ -117,14 +117,20 @@ type restartedProcess struct {
 // once, as when its node fails) and starts it again with the same flags, certificates and etcd. It returns
 // when the new one answered ready.
 func (c *ControlPlane) RestartAPIServer(ctx context.Context) (time.Time, error) {
-	return c.restart(ctx, apiServerCommand)
+	return c.restart(ctx, apiServerCommand, 0)
+}
+
+// RestartAPIServerAfter is RestartAPIServer with kube-apiserver left down for down before it is started
+// again: an outage of at least that long, whatever the time the new one takes to start.
+func (c *ControlPlane) RestartAPIServerAfter(ctx context.Context, down time.Duration) (time.Time, error) {
+	return c.restart(ctx, apiServerCommand, down)
 }
 
 // RestartEtcd kills etcd (SIGKILL) and starts it again on the same data directory and ports, while
 // kube-apiserver keeps running and reconnects to it. It returns when the API server answered ready again
 // (its readiness includes etcd's).
 func (c *ControlPlane) RestartEtcd(ctx context.Context) (time.Time, error) {
-	return c.restart(ctx, etcdCommand)
+	return c.restart(ctx, etcdCommand, 0)
 }
 
 // restartAttempts bounds the starts of a restarted process whose port was taken: envtest's ports are in
@@ -132,9 +138,9 @@ func (c *ControlPlane) RestartEtcd(ctx context.Context) (time.Time, error) {
 // (thousands of electors) can be given that very port as its own for a moment (a TCP self-connect).
 const restartAttempts = 20
 
-// restart kills the child process named name, starts its executable again with its command line, and
-// waits until the API server is ready.
-func (c *ControlPlane) restart(ctx context.Context, name string) (time.Time, error) {
+// restart kills the child process named name, starts its executable again with its command line once
+// down has passed since the kill, and waits until the API server is ready.
+func (c *ControlPlane) restart(ctx context.Context, name string, down time.Duration) (time.Time, error) {
 	pid := children()[name]
 	if pid == 0 {
 		return time.Time{}, fmt.Errorf("no %s running under this process", name)
@@ -151,12 +157,18 @@ func (c *ControlPlane) restart(ctx context.Context, name string) (time.Time, err
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		return time.Time{}, fmt.Errorf("killing %s: %w", name, err)
 	}
+	killed := time.Now()
 	if old := c.restarted[name]; old != nil {
 		<-old.exited
 	}
 	// Gone once reaped (by envtest, or above for one restarted before): only then are its ports free.
 	for children()[name] == pid {
 		time.Sleep(10 * time.Millisecond)
+	}
+	select {
+	case <-ctx.Done():
+		return time.Time{}, ctx.Err()
+	case <-time.After(time.Until(killed.Add(down))):
 	}
 	for attempt := 1; ; attempt++ {
 		p, err := c.start(name, exe, args)
