@@ -153,7 +153,7 @@ func (c *Client) send(ctx context.Context, req Request, kind Kind, accept string
 			return nil, &ThrottledError{Kind: kind, Wait: wait}
 		}
 		if err != nil {
-			return nil, notSentError{fmt.Errorf("%s %s: waiting for the answer to the first %s sent after the API server's Retry-After: %w", req.Method, req.Path, kind, err)}
+			return nil, fmt.Errorf("%s %s: waiting for the answer to the first %s sent after the API server's Retry-After: %w", req.Method, req.Path, kind, err)
 		}
 		resp, failure, err := c.roundTrip(ctx, req, target, data, accept, kind)
 		if probe {
@@ -191,7 +191,7 @@ func (c *Client) roundTrip(ctx context.Context, req Request, target string, data
 	}
 	httpReq, err := http.NewRequestWithContext(ctx, req.Method, target, body)
 	if err != nil {
-		return nil, nil, notSentError{err}
+		return nil, nil, err
 	}
 	httpReq.Header.Set("Accept", accept)
 	if data != nil {

@@ -1,7 +1,6 @@
 package kubeclient
 
 import (
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -95,40 +94,6 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	}
 	code := statusErr.Status.Code
 	return statusErr.RetryAfter, statusErr.RetryAfter > 0 || code == http.StatusTooManyRequests || code >= 500
-}
-
-// notSentError is a request this client gave up on before sending it: its rate limit's token or the
-// answer to a probe after a Retry-After did not come within its context, or the request could not be made.
-type notSentError struct{ error }
-
-func (e notSentError) Unwrap() error { return e.error }
-
-// MayHaveApplied reports whether the request that failed with err may have reached the API server, and
-// been carried out there, though its answer never came back: the deadline passed or the connection broke
-// after it was sent, as when the server queues it under load or restarts. An answer (a *StatusError), a
-// request this client held back (a *ThrottledError, its rate limit) and one that never connected (the
-// dial, the name lookup or the server's certificate failed) cannot have changed anything. A writer that
-// gets true no longer knows the object's resourceVersion, and reads it before it writes again rather than
-// writing on a copy its own write may have made stale.
-func MayHaveApplied(err error) bool {
-	if err == nil {
-		return false
-	}
-	var (
-		status     *StatusError
-		throttled  *ThrottledError
-		notSent    notSentError
-		lookup     *net.DNSError
-		unverified *tls.CertificateVerificationError
-		op         *net.OpError
-	)
-	switch {
-	case errors.As(err, &status), errors.As(err, &throttled), errors.As(err, &notSent), errors.As(err, &lookup), errors.As(err, &unverified):
-		return false
-	case errors.As(err, &op) && op.Op == "dial":
-		return false
-	}
-	return true
 }
 
 // IsConflict: a write's resourceVersion was stale (or two creates raced: the second is AlreadyExists).

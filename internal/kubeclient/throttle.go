@@ -161,7 +161,7 @@ func (c *Client) takeToken(ctx context.Context, req Request) error {
 		return nil
 	}
 	if err := c.limiter.Wait(ctx); err != nil {
-		return notSentError{fmt.Errorf("%s %s: the client's rate limit (%.3g requests/s, burst %d): %w", req.Method, req.Path, float64(c.limiter.Limit()), c.limiter.Burst(), err)}
+		return fmt.Errorf("%s %s: the client's rate limit (%.3g requests/s, burst %d): %w", req.Method, req.Path, float64(c.limiter.Limit()), c.limiter.Burst(), err)
 	}
 	return nil
 }

@@ -71,10 +71,6 @@ type Elector struct {
 	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
 	// while its connection stays healthy); the next attempt reads the lease first.
 	readFirst bool
-	// copyStale: the last write may have been carried out though its answer never came, so known may be
-	// a version behind it. While the watch is down the copy is not acted on (the next attempt reads);
-	// while it is open, the watch's copy is, as it brings that write too.
-	copyStale bool
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
 	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
 	// that wait short.
@@ -280,8 +276,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
 	}
-	copyTrusted := !fresh && !e.readFirst && !e.copyStale
-	if copyTrusted && e.known != nil {
+	if !fresh && !e.readFirst && e.known != nil {
 		// The watch is down, as every watch is while an API server restarts: the last copy seen says when
 		// the lease can next change hands, and no read is sent before then. A client-go follower reads its
 		// lease every retry period; thousands doing so at once are the first load a restarted API server
@@ -294,7 +289,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		}
 	}
 	ownCopy := e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity
-	if copyTrusted && ownCopy {
+	if !fresh && !e.readFirst && ownCopy {
 		// The lease named this elector when it last saw it (it stepped down at its renew deadline while
 		// the API server restarted): that copy is the base, as a renewal's is, with no read first. The
 		// compare-and-swap fails if anyone wrote the lease since, and the next attempt reads it. One
@@ -305,13 +300,13 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		var err error
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
-			e.known, e.copyStale = nil, false
+			e.known = nil
 			return e.create(reqCtx)
 		}
 		if err != nil {
 			return e.failedAttempt(err, "read")
 		}
-		e.known, e.copyStale = base, false
+		e.known = base
 		e.shed = 0
 	}
 
@@ -333,7 +328,6 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if err != nil {
-		e.readAfterUnanswered(err)
 		return e.failedAttempt(err, "take")
 	}
 	e.cfg.Lock.wrote(updated, now)
@@ -348,7 +342,6 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 	now := e.clock.Now()
 	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
 	if err != nil {
-		e.readAfterUnanswered(err)
 		return e.failedAttempt(err, "create")
 	}
 	e.cfg.Lock.wrote(created, now)
@@ -400,7 +393,6 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		}
 		err = getErr
 	}
-	e.readAfterUnanswered(err)
 	if ctx.Err() == nil {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
 			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
@@ -497,23 +489,8 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.publish(l, true)
 }
 
-// readAfterUnanswered marks the copy of the lease stale when err says the write that failed may have been
-// carried out though its answer never came (kubeclient.MayHaveApplied): the API server queued it past
-// its deadline, as under the load of a restart, or the connection broke after it was sent. While the
-// watch is down, the next attempt then reads the lease first: a take on a copy one version behind this
-// elector's own write would only be refused as a conflict, a retry period before the read that finds the
-// lease naming it, and a follower would wait out the term of a copy its own take may have ended. While
-// the watch is open, its copy brings that write: a read there would add a request to every unanswered
-// one, the very load that left it unanswered.
-func (e *Elector) readAfterUnanswered(err error) {
-	if kubeclient.MayHaveApplied(err) {
-		e.copyStale = true
-	}
-}
-
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
-	e.readFirst, e.copyStale = false, false // the copy is the one this write made
 	e.current, e.known, e.lastRenew = l, l, renewTime
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }

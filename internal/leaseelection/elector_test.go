@@ -28,10 +28,6 @@ type memStore struct {
 	watchers map[chan Event]bool
 	// failWrites, when set, is what every Create and Update returns: an API server that cannot be reached.
 	failWrites error
-	// loseAnswers writes are carried out and then fail with lostAnswer instead of answering: an API
-	// server that queued them past the client's deadline.
-	loseAnswers int
-	lostAnswer  error
 	// compacted: a watch from a resourceVersion before it has expired (410), as after etcd compacts.
 	compacted int
 	// stalled: open watches deliver nothing more, their connections healthy (a stuck watch cache).
@@ -103,12 +99,7 @@ func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 	if l.ResourceVersion != decodeLease(panicker{}, s.object).ResourceVersion {
 		return nil, statusErr(409, "Conflict")
 	}
-	stored := s.storeLocked(l, Modified)
-	if s.loseAnswers > 0 {
-		s.loseAnswers--
-		return nil, s.lostAnswer
-	}
-	return stored, nil
+	return s.storeLocked(l, Modified), nil
 }
 
 // storeLocked stores l, as JSON, at the next resourceVersion and tells the watchers.

@@ -1,8 +1,6 @@
 package leaseelection
 
 import (
-	"context"
-	"net/url"
 	"testing"
 	"time"
 
@@ -116,61 +114,5 @@ func TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt(t *testing.T
 	}
 	if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 0 {
 		t.Errorf("lease %+v: want a-0_ua's own term, 0 transitions", l.Spec)
-	}
-}
-
-// TestElectorReadsFirstAfterATakeWhoseAnswerNeverCame: a leader that stepped down while its watch is
-// down tries to take its lease back, and the API server carries the take out but queues the answer past
-// the request's deadline, as under the load of a restart. The lease names it again, at a version its
-// copy does not have: its next attempt reads the lease and takes it, a retry period later, instead of
-// writing on its copy, being refused as a conflict, and reading only a retry period after that.
-func TestElectorReadsFirstAfterATakeWhoseAnswerNeverCame(t *testing.T) {
-	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
-	e, _ := runElector(t, store, clock, "a-0_ua")
-	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
-	cutWatches(store)
-	store.mu.Lock()
-	store.failWrites = statusErr(403, "Forbidden")
-	store.mu.Unlock()
-	for !clock.Now().After(start.Add(testTiming.RenewDeadline)) {
-		clock.Step(testTiming.RetryPeriod)
-		settle()
-	}
-	eventually(t, "it steps down at its renew deadline", func() bool { return !e.Status().IsLeader })
-	store.mu.Lock()
-	store.failWrites = nil
-	store.loseAnswers, store.lostAnswer = 1, &url.Error{Op: "Put", URL: "https://api/leases/a", Err: context.DeadlineExceeded}
-	store.mu.Unlock()
-	_, before := store.counts()
-	clock.Step(testTiming.RetryPeriod)
-	eventually(t, "its take is carried out, unanswered", func() bool { _, writes := store.counts(); return writes == before+1 })
-	if l := store.current(); holderOf(l) != "a-0_ua" {
-		t.Fatalf("the lease names %q after the unanswered take, want a-0_ua", holderOf(l))
-	}
-	settle()
-	gets, _ := store.counts()
-	clock.Step(testTiming.RetryPeriod)
-	eventually(t, "it leads again one retry period after the unanswered take", func() bool { return e.Status().IsLeader })
-	if after, writes := store.counts(); after != gets+1 || writes != before+2 {
-		t.Errorf("after the unanswered take: %d reads and %d writes, want 1 read and then 1 write (no conflict on the stale copy)", after-gets, writes-before-1)
-	}
-}
-
-// TestElectorWithItsWatchOpenTakesOnTheWatchsCopyAfterAnUnansweredTake: while its watch is open, a
-// follower whose take was carried out but not answered sends no read: the watch brings the lease its
-// take wrote, and it takes on that copy. Under the load that left the take unanswered, a read per
-// unanswered write would only add to it.
-func TestElectorWithItsWatchOpenTakesOnTheWatchsCopyAfterAnUnansweredTake(t *testing.T) {
-	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
-	e, _ := runElector(t, store, clock, "a-0_ua")
-	eventually(t, "it has listed the lease", func() bool { return e.Synced() })
-	store.mu.Lock()
-	store.loseAnswers, store.lostAnswer = 1, &url.Error{Op: "Put", URL: "https://api/leases/a", Err: context.DeadlineExceeded}
-	store.mu.Unlock()
-	gets, before := store.counts()
-	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
-	eventually(t, "it leads on the copy its watch brought, the clock standing still", func() bool { return e.Status().IsLeader })
-	if after, writes := store.counts(); after != gets || writes != before+2 {
-		t.Errorf("%d reads and %d writes, want no read and 2 writes (the unanswered take, the one on the watch's copy)", after-gets, writes-before)
 	}
 }
