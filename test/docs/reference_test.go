@@ -205,7 +205,8 @@ func agentSettings(t *testing.T) map[string]string {
 	return out
 }
 
-// getenvCalls are the variables the Go files of dir read with os.Getenv or os.LookupEnv by name.
+// getenvCalls are the variables the Go files of dir read by name with os.Getenv or os.LookupEnv, or with
+// a function value named getenv (os.Getenv passed in, so that a unit test can pass its own).
 func getenvCalls(t *testing.T, dir string) []string {
 	t.Helper()
 	var out []string
@@ -215,11 +216,16 @@ func getenvCalls(t *testing.T, dir string) []string {
 			if !ok || len(call.Args) != 1 {
 				return true
 			}
-			sel, ok := call.Fun.(*ast.SelectorExpr)
-			if !ok || (sel.Sel.Name != "Getenv" && sel.Sel.Name != "LookupEnv") {
-				return true
-			}
-			if pkg, ok := sel.X.(*ast.Ident); !ok || pkg.Name != "os" {
+			switch fun := call.Fun.(type) {
+			case *ast.Ident:
+				if fun.Name != "getenv" {
+					return true
+				}
+			case *ast.SelectorExpr:
+				if pkg, ok := fun.X.(*ast.Ident); !ok || pkg.Name != "os" || (fun.Sel.Name != "Getenv" && fun.Sel.Name != "LookupEnv") {
+					return true
+				}
+			default:
 				return true
 			}
 			if lit, ok := call.Args[0].(*ast.BasicLit); ok && lit.Kind == token.STRING {
