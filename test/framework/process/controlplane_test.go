@@ -26,21 +26,42 @@ func TestControlPlaneRestarts(t *testing.T) {
 	if _, err := cp.Client.CoreV1().ConfigMaps("default").Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "before"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	const down = 3 * time.Second
 	for _, tc := range []struct {
 		name     string
 		replaced string // the process that must have a new pid
 		restart  func(context.Context) (time.Time, error)
+		// down: no process of that name runs for that long after the kill.
+		down time.Duration
 	}{
-		{"kube-apiserver killed and restarted", apiServerCommand, cp.RestartAPIServer},
-		{"etcd killed and restarted", etcdCommand, cp.RestartEtcd},
-		{"kube-apiserver restarted a second time", apiServerCommand, cp.RestartAPIServer},
+		{"kube-apiserver killed and restarted", apiServerCommand, cp.RestartAPIServer, 0},
+		{"etcd killed and restarted", etcdCommand, cp.RestartEtcd, 0},
+		{"kube-apiserver restarted a second time", apiServerCommand, cp.RestartAPIServer, 0},
+		{"kube-apiserver left down before it starts again", apiServerCommand,
+			func(ctx context.Context) (time.Time, error) { return cp.RestartAPIServerAfter(ctx, down) }, down},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := children()
 			killed := time.Now()
-			answered, err := tc.restart(ctx)
+			restarted := make(chan struct{})
+			var answered time.Time
+			var err error
+			go func() {
+				defer close(restarted)
+				answered, err = tc.restart(ctx)
+			}()
+			if tc.down > 0 {
+				time.Sleep(tc.down * 2 / 3)
+				if pid := children()[tc.replaced]; pid != 0 {
+					t.Errorf("%s runs (pid %d) %s after the kill: want it down for %s", tc.replaced, pid, time.Since(killed).Round(time.Millisecond), tc.down)
+				}
+			}
+			<-restarted
 			if err != nil {
 				t.Fatal(err)
+			}
+			if took := answered.Sub(killed); took < tc.down {
+				t.Errorf("answered %s after the kill: want at least %s", took, tc.down)
 			}
 			if !answered.After(killed) {
 				t.Errorf("answered at %s, before the kill at %s", answered, killed)
