@@ -289,7 +289,6 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		}
 	}
 	ownCopy := e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity
-	read := false
 	if !fresh && !e.readFirst && ownCopy {
 		// The lease named this elector when it last saw it (it stepped down at its renew deadline while
 		// the API server restarted): that copy is the base, as a renewal's is, with no read first. The
@@ -307,7 +306,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		if err != nil {
 			return e.failedAttempt(err, "read")
 		}
-		e.known, read = base, true
+		e.known = base
 		e.shed = 0
 	}
 
@@ -328,14 +327,6 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	next.Spec = e.spec(now, acquired, transitions)
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
-	if err != nil && !read && j.Holder == e.cfg.Identity && kubeclient.IsConflict(err) {
-		// A copy that names this elector is stale: its own last write, whose answer never came (an API
-		// server that queued it past the deadline and applied it), made the lease newer. The lease names
-		// it, so nobody else may take it before that term ends and its followers wait for it: read it
-		// and take it back at once, not a retry period later.
-		e.readFirst = true
-		return 0
-	}
 	if err != nil {
 		return e.failedAttempt(err, "take")
 	}

@@ -27,9 +27,7 @@ type memStore struct {
 	history  []memEvent
 	watchers map[chan Event]bool
 	// failWrites, when set, is what every Create and Update returns: an API server that cannot be reached.
-	// The first appliedFailures of those writes are carried out all the same (an answer that never came).
-	failWrites      error
-	appliedFailures int
+	failWrites error
 	// compacted: a watch from a resourceVersion before it has expired (410), as after etcd compacts.
 	compacted int
 	// stalled: open watches deliver nothing more, their connections healthy (a stuck watch cache).
@@ -92,7 +90,7 @@ func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
-	if s.failWrites != nil && s.appliedFailures == 0 {
+	if s.failWrites != nil {
 		return nil, s.failWrites
 	}
 	if s.object == nil {
@@ -101,12 +99,7 @@ func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 	if l.ResourceVersion != decodeLease(panicker{}, s.object).ResourceVersion {
 		return nil, statusErr(409, "Conflict")
 	}
-	stored := s.storeLocked(l, Modified)
-	if s.failWrites != nil {
-		s.appliedFailures--
-		return nil, s.failWrites
-	}
-	return stored, nil
+	return s.storeLocked(l, Modified), nil
 }
 
 // storeLocked stores l, as JSON, at the next resourceVersion and tells the watchers.
