@@ -137,7 +137,7 @@ func (a *Agent) newGate() error {
 	if a.gateProxy, err = gate.New(s.Upstream, policy, a.gated.elector, a.registry, s.BodyTimeout); err != nil {
 		return err
 	}
-	if a.gateListener, err = net.Listen("tcp", s.Listen); err != nil {
+	if a.gateListener, err = gate.Listen(s.Listen); err != nil {
 		return fmt.Errorf("%s=%s: %w", contract.EnvGateListen, s.Listen, err)
 	}
 	a.gate = &http.Server{Handler: a.gateProxy, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}

@@ -3,7 +3,6 @@
 package gate
 
 import (
-	"errors"
 	"net"
 	"syscall"
 )
@@ -21,10 +20,8 @@ func quiet(conn net.Conn) bool {
 		return false
 	}
 	quiet := false
-	var peek [1]byte
 	if err := raw.Read(func(fd uintptr) bool {
-		n, _, err := syscall.Recvfrom(int(fd), peek[:], syscall.MSG_PEEK|syscall.MSG_DONTWAIT)
-		quiet = n < 0 && errors.Is(err, syscall.EAGAIN)
+		quiet = peek(fd) == syscall.EAGAIN
 		return true
 	}); err != nil {
 		return false

@@ -81,6 +81,7 @@ func (p *connPool) conn(ctx context.Context, fresh bool) (*upstreamConn, error) 
 	if err != nil {
 		return nil, err
 	}
+	conn = direct(conn)
 	c := &upstreamConn{Conn: conn, w: bufio.NewWriter(conn)}
 	c.r = bufio.NewReader(c)
 	return c, nil

@@ -90,7 +90,7 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 			if err != nil {
 				return nil, err
 			}
-			return &headConn{Conn: conn}, nil
+			return &headConn{Conn: direct(conn)}, nil
 		},
 	}
 	g := &Gate{
