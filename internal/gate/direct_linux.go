@@ -43,12 +43,12 @@ func direct(c net.Conn) net.Conn {
 // Read reads as TCPConn.Read does: EOF when the peer closed its side, errors as *net.OpError with Op
 // "read".
 func (c *directConn) Read(b []byte) (int, error) {
-	if len(b) == 0 {
-		return 0, nil
-	}
 	var n uintptr
 	var errno syscall.Errno
 	err := c.raw.Read(func(fd uintptr) bool {
+		if len(b) == 0 {
+			return true // as TCPConn: no read, but only once the connection is known open
+		}
 		for {
 			n, _, errno = syscall.RawSyscall(syscall.SYS_READ, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)))
 			if errno != syscall.EINTR {
@@ -61,6 +61,8 @@ func (c *directConn) Read(b []byte) (int, error) {
 		return 0, c.opError("read", err)
 	case errno != 0:
 		return 0, c.opError("read", os.NewSyscallError("read", errno))
+	case len(b) == 0:
+		return 0, nil
 	case n == 0:
 		return 0, io.EOF
 	}
@@ -71,11 +73,16 @@ func (c *directConn) Read(b []byte) (int, error) {
 func (c *directConn) Write(b []byte) (int, error) {
 	written := 0
 	var errno syscall.Errno
+	stalled := false
 	err := c.raw.Write(func(fd uintptr) bool {
 		for written < len(b) {
 			n, _, e := syscall.RawSyscall(syscall.SYS_WRITE, fd, uintptr(unsafe.Pointer(&b[written])), uintptr(len(b)-written))
 			switch e {
 			case 0:
+				if n == 0 {
+					stalled = true // a socket does not do this; TCPConn gives up rather than spin
+					return true
+				}
 				written += int(n)
 			case syscall.EINTR:
 			case syscall.EAGAIN:
@@ -92,6 +99,8 @@ func (c *directConn) Write(b []byte) (int, error) {
 		return written, c.opError("write", err)
 	case errno != 0:
 		return written, c.opError("write", os.NewSyscallError("write", errno))
+	case stalled:
+		return written, c.opError("write", io.ErrUnexpectedEOF)
 	}
 	return written, nil
 }

@@ -92,6 +92,13 @@ func TestDirectConnBehavesAsTCPConn(t *testing.T) {
 			return []outcome{observe(n, nil, err)}
 		},
 	}, {
+		name: "a zero-length read after its own close fails as closed",
+		run: func(t *testing.T, conn net.Conn, peer *net.TCPConn) []outcome {
+			conn.Close()
+			n, err := conn.Read(nil)
+			return []outcome{observe(n, nil, err)}
+		},
+	}, {
 		name: "reads io.EOF once the peer closed",
 		run: func(t *testing.T, conn net.Conn, peer *net.TCPConn) []outcome {
 			peer.Write([]byte("bye"))
