@@ -597,31 +597,47 @@ func (e *Elector) failedAttempt(err error, what string) time.Duration {
 		return e.cfg.Timing.RetryPeriod
 	}
 	e.shed++
-	inARow := e.shed
+	var wait time.Duration
 	if e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity {
 		// It stepped down at its renew deadline (an API server restart outlasted it) and the lease still
 		// names it: nobody else may take the lease before that term ends, so its attempts are the
 		// lease's only way back to a leader until then. They are a renewal's load, one per lease per
 		// retry period, which the followers' backoff leaves room for: they do not double.
-		inARow = 1
+		wait = shedBackoff(e.cfg.Timing.RetryPeriod, e.cfg.Timing.LeaseDuration, 1, retryAfter, rand.N[time.Duration])
+	} else {
+		wait = followerBackoff(e.cfg.Timing, e.shed, retryAfter, rand.N[time.Duration])
 	}
-	wait := followerBackoff(e.cfg.Timing, inARow, retryAfter, rand.N[time.Duration])
 	e.holdUntil = e.clock.Now().Add(wait)
 	return wait
 }
 
-// followerBackoff is how long a follower waits after the n-th attempt in a row that the API server shed:
-// the retry period, doubling with each, up to the lease duration (so a follower still tries about once
-// per lease, and a lease that was freed is taken within one more lease duration), and never less than
-// the server's Retry-After, plus up to half as much again of jitter (jitter(d) draws from [0, d)), so the
-// followers shed together do not return together. The leaders keep renewing on their retry period, and
-// the server's capacity that the followers give up goes to them.
+// firstShedWait is a shed follower's first wait when the server's Retry-After asks for less or for
+// nothing: what API Priority and Fairness asks for until its rejections persist.
+const firstShedWait = time.Second
+
+// followerBackoff is how long a follower waits after the n-th attempt in a row that the API server shed.
+// It starts from the server's Retry-After (firstShedWait without one, or the retry period if shorter),
+// which is the server's own word on when to come back and, under API Priority and Fairness, grows
+// while its rejections persist; not from the retry period, which is the lease's pace, chosen for its
+// takeover objective and its writes, and says nothing about the server's load: a follower of a lease with
+// a 20 s retry period that started from it would leave an unled lease unled for 20, 40, then 80 s
+// while the server had room again after one. Then it doubles, up to the lease duration (so a follower
+// still tries about once per lease, and a lease that was freed is taken within one more lease duration).
+// The leaders keep renewing on their retry period, and the server's capacity that the followers give
+// up goes to them.
 func followerBackoff(t lease.Timing, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
-	backoff := t.RetryPeriod
-	for i := 1; i < n && backoff < t.LeaseDuration; i++ {
+	return shedBackoff(max(retryAfter, min(t.RetryPeriod, firstShedWait)), t.LeaseDuration, n, retryAfter, jitter)
+}
+
+// shedBackoff is first, doubled for each of n-1 attempts shed before, up to limit, never under the
+// server's Retry-After, plus up to half as much again of jitter (jitter(d) draws from [0, d)), so that
+// the electors shed together do not return together.
+func shedBackoff(first, limit time.Duration, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	backoff := first
+	for i := 1; i < n && backoff < limit; i++ {
 		backoff *= 2
 	}
-	backoff = max(min(backoff, t.LeaseDuration), retryAfter)
+	backoff = max(min(backoff, limit), retryAfter)
 	return backoff + jitter(backoff/2+1)
 }
 

@@ -64,25 +64,32 @@ func TestRelistsAreSpreadOverTheRetryPeriod(t *testing.T) {
 }
 
 func TestFollowerBackoffDoublesWhileShedAndHonoursRetryAfter(t *testing.T) {
-	timing := lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	defaultTiming := lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
+	longTiming := lease.Timing{LeaseDuration: 150 * time.Second, RenewDeadline: 100 * time.Second, RetryPeriod: 20 * time.Second}
+	shortTiming := lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond}
 	tests := []struct {
 		name       string
+		timing     lease.Timing
 		shed       int
 		retryAfter time.Duration
 		jitter     func(time.Duration) time.Duration
 		want       time.Duration
 	}{
-		{name: "first attempt shed: the retry period", shed: 1, jitter: noJitter, want: 2 * time.Second},
-		{name: "second in a row: doubled", shed: 2, jitter: noJitter, want: 4 * time.Second},
-		{name: "third in a row: doubled again", shed: 3, jitter: noJitter, want: 8 * time.Second},
-		{name: "many in a row: at most a lease duration", shed: 40, jitter: noJitter, want: 15 * time.Second},
-		{name: "a Retry-After longer than the backoff wins", shed: 1, retryAfter: 5 * time.Second, jitter: noJitter, want: 5 * time.Second},
-		{name: "a Retry-After past the lease duration still wins", shed: 40, retryAfter: 30 * time.Second, jitter: noJitter, want: 30 * time.Second},
-		{name: "jitter adds up to half the backoff", shed: 2, jitter: mostJitter, want: 6 * time.Second},
+		{name: "first attempt shed without Retry-After: a second", timing: defaultTiming, shed: 1, jitter: noJitter, want: time.Second},
+		{name: "first attempt shed: the Retry-After", timing: defaultTiming, shed: 1, retryAfter: time.Second, jitter: noJitter, want: time.Second},
+		{name: "second in a row: doubled", timing: defaultTiming, shed: 2, retryAfter: time.Second, jitter: noJitter, want: 2 * time.Second},
+		{name: "third in a row: doubled again", timing: defaultTiming, shed: 3, retryAfter: time.Second, jitter: noJitter, want: 4 * time.Second},
+		{name: "many in a row: at most a lease duration", timing: defaultTiming, shed: 40, retryAfter: time.Second, jitter: noJitter, want: 15 * time.Second},
+		{name: "a longer Retry-After is where the doubling starts", timing: defaultTiming, shed: 2, retryAfter: 5 * time.Second, jitter: noJitter, want: 10 * time.Second},
+		{name: "a Retry-After past the lease duration still wins", timing: defaultTiming, shed: 40, retryAfter: 30 * time.Second, jitter: noJitter, want: 30 * time.Second},
+		{name: "a long retry period is not where it starts", timing: longTiming, shed: 1, retryAfter: time.Second, jitter: noJitter, want: time.Second},
+		{name: "a long retry period still doubles up to its lease duration", timing: longTiming, shed: 9, retryAfter: time.Second, jitter: noJitter, want: 150 * time.Second},
+		{name: "a retry period under a second is where it starts without Retry-After", timing: shortTiming, shed: 1, jitter: noJitter, want: 400 * time.Millisecond},
+		{name: "jitter adds up to half the backoff", timing: defaultTiming, shed: 2, retryAfter: time.Second, jitter: mostJitter, want: 3 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := followerBackoff(timing, tt.shed, tt.retryAfter, tt.jitter)
+			got := followerBackoff(tt.timing, tt.shed, tt.retryAfter, tt.jitter)
 			if got != tt.want || got < tt.retryAfter {
 				t.Errorf("followerBackoff(%d shed, Retry-After %s) = %s, want %s", tt.shed, tt.retryAfter, got, tt.want)
 			}
