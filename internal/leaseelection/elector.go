@@ -611,27 +611,29 @@ func (e *Elector) failedAttempt(err error, what string) time.Duration {
 	return wait
 }
 
-// firstShedWait is a shed follower's first wait when the server's Retry-After asks for less or for
-// nothing: what API Priority and Fairness asks for until its rejections persist.
+// firstShedWait is where a shed follower's own backoff starts: what API Priority and Fairness asks for
+// in its Retry-After until its rejections persist.
 const firstShedWait = time.Second
 
-// followerBackoff is how long a follower waits after the n-th attempt in a row that the API server shed.
-// It starts from the server's Retry-After (firstShedWait without one, or the retry period if shorter),
-// which is the server's own word on when to come back and, under API Priority and Fairness, grows
-// while its rejections persist; not from the retry period, which is the lease's pace, chosen for its
-// takeover objective and its writes, and says nothing about the server's load: a follower of a lease with
-// a 20 s retry period that started from it would leave an unled lease unled for 20, 40, then 80 s
-// while the server had room again after one. Then it doubles, up to the lease duration (so a follower
-// still tries about once per lease, and a lease that was freed is taken within one more lease duration).
-// The leaders keep renewing on their retry period, and the server's capacity that the followers give
-// up goes to them.
+// followerBackoff is how long a follower waits after the n-th attempt in a row that the API server shed:
+// its own backoff, from firstShedWait (or the retry period if shorter) doubling with each, up to the
+// lease duration (so a follower still tries about once per lease, and a lease that was freed is taken
+// within one more lease duration), or the server's Retry-After if that is longer.
+//
+// It starts from the server's word, not from the retry period: the retry period is the lease's pace,
+// chosen for its takeover objective and its writes, and says nothing about the server's load (a
+// follower of a 20 s retry period starting from it would leave an unled lease unled for 20, 40, then
+// 80 s). Nor does it double the Retry-After: API Priority and Fairness already doubles that (up to 32 s)
+// while a priority level's rejections persist, and lowers it as they stop, so doubling on top would
+// keep followers away long after the server has room again. The leaders keep renewing on their retry
+// period, and the server's capacity that the followers give up goes to them.
 func followerBackoff(t lease.Timing, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
-	return shedBackoff(max(retryAfter, min(t.RetryPeriod, firstShedWait)), t.LeaseDuration, n, retryAfter, jitter)
+	return shedBackoff(min(t.RetryPeriod, firstShedWait), t.LeaseDuration, n, retryAfter, jitter)
 }
 
-// shedBackoff is first, doubled for each of n-1 attempts shed before, up to limit, never under the
-// server's Retry-After, plus up to half as much again of jitter (jitter(d) draws from [0, d)), so that
-// the electors shed together do not return together.
+// shedBackoff is first, doubled for each of n-1 attempts shed before, up to limit, or the server's
+// Retry-After if that is longer, plus up to half as much again of jitter (jitter(d) draws from [0, d)),
+// so that the electors shed together do not return together.
 func shedBackoff(first, limit time.Duration, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	backoff := first
 	for i := 1; i < n && backoff < limit; i++ {

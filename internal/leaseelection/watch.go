@@ -44,13 +44,16 @@ func (w *leaseWatch) fresh(window time.Duration) bool {
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
 // watchBackoffMax, each with up to as much again of jitter so that thousands of agents cut off by an API
-// server restart do not come back in step, and never shorter than the server's Retry-After. client-go's
-// reflector backs off from 0.8 s to 30 s; the cap is lower here because one watch per election is all
-// an agent has, and a follower whose watch is down falls back to reading the lease before each attempt
-// (see tryAcquire).
+// server restart do not come back in step, and never shorter than the server's Retry-After. These are
+// client-go's reflector's: an API server restarting under thousands of watchers meets every one of them
+// again at the rate the cap allows. At 5,000 leases, with 0.2 s to 10 s, a restarted API server took 59 s
+// to answer ready under the agents against 14 s under client-go's electors, which do not watch; with
+// client-go's backoff here, 14 s (docs/scale.md, runs 19-20). A follower whose watch is down loses no
+// takeover to the longer wait: it judges the lease from the last copy it saw, and reads it before it
+// takes it (see tryAcquire).
 const (
-	watchBackoffMin = 200 * time.Millisecond
-	watchBackoffMax = 10 * time.Second
+	watchBackoffMin = 800 * time.Millisecond
+	watchBackoffMax = 30 * time.Second
 )
 
 // watchRetryDelay is the wait after a failed list or watch: the backoff, or the server's Retry-After if
