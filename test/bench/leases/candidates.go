@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -128,6 +129,9 @@ type recordedLock struct {
 	resourcelock.Interface
 	last   *lastWrite
 	writes *writes
+	// log takes the requests that failed for want of a file descriptor in this process: client-go's
+	// elector logs through klog, which the harness discards, and these say the row measured the harness.
+	log logr.Logger
 }
 
 func (l *recordedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
@@ -135,15 +139,24 @@ func (l *recordedLock) Get(ctx context.Context) (*resourcelock.LeaderElectionRec
 	if err == nil {
 		l.last.read.Store(true)
 	}
-	return record, raw, err
+	return record, raw, l.outOfFiles(err, "Could not read the lease")
 }
 
 func (l *recordedLock) Create(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.last.write(l.writes, func() error { return l.Interface.Create(ctx, r) })
+	return l.outOfFiles(l.last.write(l.writes, func() error { return l.Interface.Create(ctx, r) }), "Could not create the lease")
 }
 
 func (l *recordedLock) Update(ctx context.Context, r resourcelock.LeaderElectionRecord) error {
-	return l.last.write(l.writes, func() error { return l.Interface.Update(ctx, r) })
+	return l.outOfFiles(l.last.write(l.writes, func() error { return l.Interface.Update(ctx, r) }), "Could not update the lease")
+}
+
+// outOfFiles reports err to the row's failures when this process ran out of file descriptors for it,
+// and returns it.
+func (l *recordedLock) outOfFiles(err error, msg string) error {
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		l.log.Error(err, msg)
+	}
+	return err
 }
 
 // startCandidate starts candidate c of lease i of the row, as pod "w<i>-<c>" of its namespace.
@@ -158,7 +171,7 @@ func startCandidate(ctx context.Context, client string, pods *process.PodClients
 			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: leaseName},
 			Client:     pods.ClientGoFor(namespace, "default", podName, podUID),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: identity},
-		}, last: last, writes: w}
+		}, last: last, writes: w, log: log}
 		e := &clientGoElector{lastWrite: last, cancel: cancel, done: make(chan struct{})}
 		var terms atomic.Int64
 		config := leaderelection.LeaderElectionConfig{

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/go-logr/logr"
 
@@ -19,6 +20,10 @@ import (
 type failures struct {
 	mu     sync.Mutex
 	counts map[string]int
+	// outOfFiles counts the failures that were this process's own: a dial or accept refused because the
+	// harness, which runs every elector, had no file descriptor left. A real agent is a process of its
+	// own, so a scenario with any measures the harness, not the electors (outcome.outOfFiles).
+	outOfFiles int
 }
 
 // logger is a logr.Logger whose errors go to f and whose other lines are dropped.
@@ -49,6 +54,16 @@ func (f *failures) add(err error, msg string) {
 		f.counts = map[string]int{}
 	}
 	f.counts[msg+": "+kind]++
+	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+		f.outOfFiles++
+	}
+}
+
+// ownLimit is how many failures so far were the harness's running out of file descriptors.
+func (f *failures) ownLimit() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.outOfFiles
 }
 
 // take lists the counts, most frequent first, and starts counting again: each scenario's progress lines
@@ -56,7 +71,7 @@ func (f *failures) add(err error, msg string) {
 func (f *failures) take() string {
 	s := f.String()
 	f.mu.Lock()
-	f.counts = nil
+	f.counts, f.outOfFiles = nil, 0
 	f.mu.Unlock()
 	return s
 }

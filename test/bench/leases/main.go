@@ -332,6 +332,7 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, n int
 			return err
 		}
 		o.leadersChanged = after - before
+		o.outOfFiles = failed.ownLimit()
 		outcomes = append(outcomes, o)
 		select {
 		case <-bench.Webhook.Exited():

@@ -69,6 +69,9 @@ func (o outcome) verdict(all []outcome) string {
 	if o.scenario != scenarioCold && (o.throttling.overAtEnd || o.throttling.lastOver > o.budget()) {
 		missed = append(missed, "429s >= 1% past the budget")
 	}
+	if o.outOfFiles > 0 {
+		missed = append(missed, fmt.Sprintf("not a measure of the electors: %d of their requests failed for want of a file descriptor in the harness", o.outOfFiles))
+	}
 	if o.client != clientAgent {
 		if len(missed) == 0 {
 			return "reference"

@@ -170,6 +170,13 @@ func TestVerdict(t *testing.T) {
 			o.throttling.overAtEnd = true
 			return o
 		}(), "met"},
+		{"the harness out of file descriptors", func() outcome {
+			o := good(clientAgent, scenarioAPIServerRestart, 5*time.Second)
+			o.outOfFiles = 5
+			return o
+		}(), "missed: not a measure of the electors: 5 of their requests failed for want of a file descriptor in the harness"},
+		{"client-go's row out of file descriptors says so too", func() outcome { o := clientGoRestart; o.outOfFiles = 1; return o }(),
+			"reference: not a measure of the electors: 1 of their requests failed for want of a file descriptor in the harness"},
 		{"client-go is the reference", clientGoRestart, "reference"},
 		{"client-go's own misses are said", func() outcome { o := clientGoCold; o.twoClaims = 2; return o }(), "reference: two claims"},
 	} {

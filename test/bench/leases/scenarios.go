@@ -40,6 +40,9 @@ type outcome struct {
 	// twoClaims are the leases seen with two electors saying they lead at once.
 	twoClaims    int
 	apiServerRSS int64 // peak while the scenario ran
+	// outOfFiles are the electors' requests that failed because the harness had no file descriptor left
+	// (failures.outOfFiles): when any did, the scenario measured the harness's limit.
+	outOfFiles int
 }
 
 // budget is the takeover budget of the scenario's timing.
