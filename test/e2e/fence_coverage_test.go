@@ -4,12 +4,14 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	autoscalingv1 "k8s.io/api/autoscaling/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -51,6 +53,11 @@ func grantDeploymentWrites(ctx context.Context, ns string) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: process.ServiceAccountName}},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
+	for _, resource := range []string{"deployments", "deployments/scale", "deployments/status"} {
+		plural, subresource, _ := strings.Cut(resource, "/")
+		Expect(process.WaitUntilServiceAccountMay(ctx, controlPlane.Client, ns, process.ServiceAccountName,
+			authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "apps", Resource: plural, Subresource: subresource})).To(Succeed())
+	}
 }
 
 func createDeployment(ctx context.Context, ns, name string) {

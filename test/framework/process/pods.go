@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	authenticationv1 "k8s.io/api/authentication/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -75,12 +77,45 @@ func GrantConfigMapWrites(ctx context.Context, client kubernetes.Interface, name
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	_, err := client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
+	if _, err := client.RbacV1().RoleBindings(namespace).Create(ctx, &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: namespace, Name: serviceAccount}},
-	}, metav1.CreateOptions{})
-	return err
+	}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	return WaitUntilServiceAccountMay(ctx, client, namespace, serviceAccount,
+		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "update", Resource: "configmaps"})
+}
+
+// WaitUntilServiceAccountMay waits, up to 10 s, until the API server's authorizer lets the service
+// account do what attributes name. A RoleBinding just created reaches the RBAC authorizer through its
+// informer, so a request its subject sends at once can still be refused (seen on v1.30: 403 2 ms after
+// the binding). It asks as the admin, with a SubjectAccessReview for the account's user and groups.
+func WaitUntilServiceAccountMay(ctx context.Context, client kubernetes.Interface, namespace, serviceAccount string, attributes authorizationv1.ResourceAttributes) error {
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+		User:               "system:serviceaccount:" + namespace + ":" + serviceAccount,
+		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
+		ResourceAttributes: &attributes,
+	}}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	for {
+		answer, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		last := fmt.Sprint(err)
+		if err == nil {
+			if answer.Status.Allowed {
+				return nil
+			}
+			last = fmt.Sprintf("denied: %q", answer.Status.Reason)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("service account %s/%s may still not %s %s/%s in group %q after 10 s (last answer: %s)",
+				namespace, serviceAccount, attributes.Verb, attributes.Resource, attributes.Subresource, attributes.Group, last)
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // CreatePod creates a pod object (no kubelet runs it) and a token bound to it, written as a kubeconfig
