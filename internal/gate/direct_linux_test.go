@@ -18,7 +18,9 @@ type outcome struct {
 	n                                 int
 	data                              string
 	eof, timeout, closed, reset, pipe bool
-	op, syscall                       string
+	// delivered: the peer received exactly what was written.
+	delivered   bool
+	op, syscall string
 }
 
 func observe(n int, data []byte, err error) outcome {
@@ -138,7 +140,7 @@ func TestDirectConnBehavesAsTCPConn(t *testing.T) {
 			n, err := conn.Write(big)
 			conn.(interface{ CloseWrite() error }).CloseWrite()
 			data := <-got
-			return []outcome{observe(n, nil, err), {n: len(data), eof: bytes.Equal(data, big)}}
+			return []outcome{observe(n, nil, err), {n: len(data), delivered: bytes.Equal(data, big)}}
 		},
 	}, {
 		name: "a write past its deadline times out with what it wrote",

@@ -53,9 +53,10 @@ func grantDeploymentWrites(ctx context.Context, ns string) {
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: process.ServiceAccountName}},
 	}, metav1.CreateOptions{})
 	Expect(err).NotTo(HaveOccurred())
+	user, groups := process.ServiceAccountUser(ns, process.ServiceAccountName)
 	for _, resource := range []string{"deployments", "deployments/scale", "deployments/status"} {
 		plural, subresource, _ := strings.Cut(resource, "/")
-		Expect(process.WaitUntilServiceAccountMay(ctx, controlPlane.Client, ns, process.ServiceAccountName,
+		Expect(process.WaitUntilAllowed(ctx, controlPlane.Client, user, groups,
 			authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update", Group: "apps", Resource: plural, Subresource: subresource})).To(Succeed())
 	}
 }

@@ -231,22 +231,10 @@ func sliceWriter(ctx context.Context, namespace, user string) kubernetes.Interfa
 	Expect(err).NotTo(HaveOccurred())
 	config := rest.CopyConfig(controlPlane.Config)
 	config.Impersonate = rest.ImpersonationConfig{UserName: user}
-	client := kubernetes.NewForConfigOrDie(config)
-	waitUntilAllowed(ctx, client, authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Group: "discovery.k8s.io", Resource: "endpointslices"})
-	return client
-}
-
-// waitUntilAllowed waits until the API server's authorizer lets client do what attributes name. A Role
-// and RoleBinding just created reach the RBAC authorizer through its informer, so a request sent at once
-// can still be refused (seen on v1.30: 2 ms after the binding, 403).
-func waitUntilAllowed(ctx context.Context, client kubernetes.Interface, attributes authorizationv1.ResourceAttributes) {
-	GinkgoHelper()
-	Eventually(ctx, func(g Gomega) {
-		review, err := client.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx,
-			&authorizationv1.SelfSubjectAccessReview{Spec: authorizationv1.SelfSubjectAccessReviewSpec{ResourceAttributes: &attributes}}, metav1.CreateOptions{})
-		g.Expect(err).NotTo(HaveOccurred())
-		g.Expect(review.Status.Allowed).To(BeTrue(), "%s %s.%s in %s", attributes.Verb, attributes.Resource, attributes.Group, attributes.Namespace)
-	}).WithTimeout(10 * time.Second).Should(Succeed())
+	// An impersonated user is authenticated with the group every authenticated user has.
+	Expect(process.WaitUntilAllowed(ctx, controlPlane.Client, user, []string{"system:authenticated"},
+		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "create", Group: "discovery.k8s.io", Resource: "endpointslices"})).To(Succeed())
+	return kubernetes.NewForConfigOrDie(config)
 }
 
 // medianMax formats durations as "median m, max x".

@@ -7,7 +7,6 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -153,7 +152,7 @@ func (l *recordedLock) Update(ctx context.Context, r resourcelock.LeaderElection
 // outOfFiles reports err to the row's failures when this process ran out of file descriptors for it,
 // and returns it.
 func (l *recordedLock) outOfFiles(err error, msg string) error {
-	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+	if outOfFiles(err) {
 		l.log.Error(err, msg)
 	}
 	return err

@@ -54,9 +54,14 @@ func (f *failures) add(err error, msg string) {
 		f.counts = map[string]int{}
 	}
 	f.counts[msg+": "+kind]++
-	if errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) {
+	if outOfFiles(err) {
 		f.outOfFiles++
 	}
+}
+
+// outOfFiles reports whether err is this process having no file descriptor left for a connection.
+func outOfFiles(err error) bool {
+	return errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE)
 }
 
 // ownLimit is how many failures so far were the harness's running out of file descriptors.

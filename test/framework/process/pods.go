@@ -84,24 +84,27 @@ func GrantConfigMapWrites(ctx context.Context, client kubernetes.Interface, name
 	}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	return WaitUntilServiceAccountMay(ctx, client, namespace, serviceAccount,
-		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "update", Resource: "configmaps"})
+	user, groups := ServiceAccountUser(namespace, serviceAccount)
+	return WaitUntilAllowed(ctx, client, user, groups, authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "update", Resource: "configmaps"})
 }
 
-// WaitUntilServiceAccountMay waits, up to 10 s, until the API server's authorizer lets the service
-// account do what attributes name. A RoleBinding just created reaches the RBAC authorizer through its
-// informer, so a request its subject sends at once can still be refused (seen on v1.30: 403 2 ms after
-// the binding). It asks as the admin, with a SubjectAccessReview for the account's user and groups.
-func WaitUntilServiceAccountMay(ctx context.Context, client kubernetes.Interface, namespace, serviceAccount string, attributes authorizationv1.ResourceAttributes) error {
-	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
-		User:               "system:serviceaccount:" + namespace + ":" + serviceAccount,
-		Groups:             []string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"},
-		ResourceAttributes: &attributes,
-	}}
+// ServiceAccountUser is the user name and groups the API server authenticates a service account's token
+// as.
+func ServiceAccountUser(namespace, serviceAccount string) (user string, groups []string) {
+	return "system:serviceaccount:" + namespace + ":" + serviceAccount,
+		[]string{"system:serviceaccounts", "system:serviceaccounts:" + namespace, "system:authenticated"}
+}
+
+// WaitUntilAllowed waits, up to 10 s, until the API server's authorizer lets user, in groups, do what
+// attributes name, asking as admin with a SubjectAccessReview. A RoleBinding just created reaches the
+// RBAC authorizer through its informer, so a request its subject sends at once can still be refused
+// (seen on v1.30: 403 2 ms after the binding).
+func WaitUntilAllowed(ctx context.Context, admin kubernetes.Interface, user string, groups []string, attributes authorizationv1.ResourceAttributes) error {
+	review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user, Groups: groups, ResourceAttributes: &attributes}}
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	for {
-		answer, err := client.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
+		answer, err := admin.AuthorizationV1().SubjectAccessReviews().Create(ctx, review, metav1.CreateOptions{})
 		last := fmt.Sprint(err)
 		if err == nil {
 			if answer.Status.Allowed {
@@ -111,8 +114,7 @@ func WaitUntilServiceAccountMay(ctx context.Context, client kubernetes.Interface
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("service account %s/%s may still not %s %s/%s in group %q after 10 s (last answer: %s)",
-				namespace, serviceAccount, attributes.Verb, attributes.Resource, attributes.Subresource, attributes.Group, last)
+			return fmt.Errorf("%s may still not %s %+v after 10 s (last answer: %s)", user, attributes.Verb, attributes, last)
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
