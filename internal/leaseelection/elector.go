@@ -615,20 +615,32 @@ func (e *Elector) failedAttempt(err error, what string) time.Duration {
 // in its Retry-After until its rejections persist.
 const firstShedWait = time.Second
 
+// longestShedWait is the longest Retry-After API Priority and Fairness asks for: it doubles its
+// Retry-After up to this while a priority level's rejections persist.
+const longestShedWait = 32 * time.Second
+
 // followerBackoff is how long a follower waits after the n-th attempt in a row that the API server shed:
 // its own backoff, from firstShedWait (or the retry period if shorter) doubling with each, up to the
-// lease duration (so a follower still tries about once per lease, and a lease that was freed is taken
-// within one more lease duration), or the server's Retry-After if that is longer.
+// longer of the retry period and longestShedWait but never past the lease duration, or the server's
+// Retry-After if that is longer.
 //
 // It starts from the server's word, not from the retry period: the retry period is the lease's pace,
 // chosen for its takeover objective and its writes, and says nothing about the server's load (a
 // follower of a 20 s retry period starting from it would leave an unled lease unled for 20, 40, then
 // 80 s). Nor does it double the Retry-After: API Priority and Fairness already doubles that (up to 32 s)
 // while a priority level's rejections persist, and lowers it as they stop, so doubling on top would
-// keep followers away long after the server has room again. The leaders keep renewing on their retry
-// period, and the server's capacity that the followers give up goes to them.
+// keep followers away long after the server has room again.
+//
+// The cap is what bounds the load and the wait together. A shed follower never tries more often than
+// one of client-go's, which tries every retry period whatever the server says, so thousands of them
+// load the server no more than client-go's electors would. And it sleeps no longer than the server's
+// longest Retry-After or one retry period: a cap at the lease duration (5 minutes at a 10,000-lease
+// timing) left the last unled leases of a cold start unled for minutes after the server had room.
+// The leaders keep renewing on their retry period, and the server's capacity that the followers give
+// up goes to them.
 func followerBackoff(t lease.Timing, n int, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
-	return shedBackoff(min(t.RetryPeriod, firstShedWait), t.LeaseDuration, n, retryAfter, jitter)
+	limit := min(t.LeaseDuration, max(t.RetryPeriod, longestShedWait))
+	return shedBackoff(min(t.RetryPeriod, firstShedWait), limit, n, retryAfter, jitter)
 }
 
 // shedBackoff is first, doubled for each of n-1 attempts shed before, up to limit, or the server's

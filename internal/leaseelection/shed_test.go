@@ -67,6 +67,7 @@ func TestFollowerBackoffDoublesWhileShedAndHonoursRetryAfter(t *testing.T) {
 	defaultTiming := lease.Timing{LeaseDuration: 15 * time.Second, RenewDeadline: 10 * time.Second, RetryPeriod: 2 * time.Second}
 	longTiming := lease.Timing{LeaseDuration: 150 * time.Second, RenewDeadline: 100 * time.Second, RetryPeriod: 20 * time.Second}
 	shortTiming := lease.Timing{LeaseDuration: 3 * time.Second, RenewDeadline: 2 * time.Second, RetryPeriod: 400 * time.Millisecond}
+	slowTiming := lease.Timing{LeaseDuration: 5 * time.Minute, RenewDeadline: 200 * time.Second, RetryPeriod: 40 * time.Second}
 	tests := []struct {
 		name       string
 		timing     lease.Timing
@@ -79,13 +80,16 @@ func TestFollowerBackoffDoublesWhileShedAndHonoursRetryAfter(t *testing.T) {
 		{name: "first attempt shed: the Retry-After", timing: defaultTiming, shed: 1, retryAfter: time.Second, jitter: noJitter, want: time.Second},
 		{name: "second in a row: doubled", timing: defaultTiming, shed: 2, retryAfter: time.Second, jitter: noJitter, want: 2 * time.Second},
 		{name: "third in a row: doubled again", timing: defaultTiming, shed: 3, retryAfter: time.Second, jitter: noJitter, want: 4 * time.Second},
-		{name: "many in a row: at most a lease duration", timing: defaultTiming, shed: 40, retryAfter: time.Second, jitter: noJitter, want: 15 * time.Second},
+		{name: "many in a row: at most a lease duration shorter than the server's longest Retry-After", timing: defaultTiming, shed: 40, retryAfter: time.Second, jitter: noJitter, want: 15 * time.Second},
 		{name: "a longer Retry-After wins", timing: defaultTiming, shed: 2, retryAfter: 5 * time.Second, jitter: noJitter, want: 5 * time.Second},
 		{name: "a Retry-After the server doubled is not doubled again", timing: defaultTiming, shed: 3, retryAfter: 8 * time.Second, jitter: noJitter, want: 8 * time.Second},
 		{name: "the own backoff past the Retry-After wins", timing: defaultTiming, shed: 5, retryAfter: 2 * time.Second, jitter: noJitter, want: 15 * time.Second},
 		{name: "a Retry-After past the lease duration still wins", timing: defaultTiming, shed: 40, retryAfter: 30 * time.Second, jitter: noJitter, want: 30 * time.Second},
 		{name: "a long retry period is not where it starts", timing: longTiming, shed: 1, retryAfter: time.Second, jitter: noJitter, want: time.Second},
-		{name: "a long retry period still doubles up to its lease duration", timing: longTiming, shed: 9, retryAfter: time.Second, jitter: noJitter, want: 150 * time.Second},
+		{name: "a long lease duration: at most the server's longest Retry-After", timing: longTiming, shed: 9, retryAfter: time.Second, jitter: noJitter, want: 32 * time.Second},
+		{name: "a retry period past the server's longest Retry-After: at most the retry period, as often as a client-go follower", timing: slowTiming, shed: 9, retryAfter: time.Second, jitter: noJitter, want: 40 * time.Second},
+		{name: "a retry period past the server's longest Retry-After is still not where it starts", timing: slowTiming, shed: 1, jitter: noJitter, want: time.Second},
+		{name: "a Retry-After past every cap still wins", timing: slowTiming, shed: 40, retryAfter: 50 * time.Second, jitter: noJitter, want: 50 * time.Second},
 		{name: "a retry period under a second is where it starts without Retry-After", timing: shortTiming, shed: 1, jitter: noJitter, want: 400 * time.Millisecond},
 		{name: "jitter adds up to half the backoff", timing: defaultTiming, shed: 2, retryAfter: time.Second, jitter: mostJitter, want: 3 * time.Second},
 	}

@@ -2,9 +2,12 @@ package process
 
 import (
 	"fmt"
+	"net"
 	"net/http"
 	"strings"
+	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	coordinationv1client "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/rest"
 
@@ -22,6 +25,14 @@ type PodClients struct {
 	clientGo http.RoundTripper
 }
 
+// connsAtOnce caps each shared transport's connections that are being dialled or take new requests.
+// The process holds every elector's connections: unbounded, the redials of 30,000 electors after an API
+// server restart opened more at once than this container's file limit (20,000, not raisable), and the
+// electors' requests failed with "too many open files", which no real agent, a process of its own,
+// would meet. It is far above what the electors need: kube-apiserver allows 100 streams per HTTP/2
+// connection, so 30,000 watches ride on 300.
+const connsAtOnce = 1000
+
 // NewPodClients connects with admin's credentials.
 func NewPodClients(admin *rest.Config) (*PodClients, error) {
 	config := &kubeclient.Config{Host: admin.Host, CAData: admin.CAData, CertData: admin.CertData, KeyData: admin.KeyData, UserAgent: "leasegate-agent"}
@@ -29,11 +40,35 @@ func NewPodClients(admin *rest.Config) (*PodClients, error) {
 	if err != nil {
 		return nil, err
 	}
-	clientGo, err := rest.TransportFor(admin)
+	transport, ok := client.Transport.(*http.Transport)
+	if !ok {
+		return nil, fmt.Errorf("the agent's client has a %T, not an *http.Transport whose connections can be capped", client.Transport)
+	}
+	transport.MaxConnsPerHost = connsAtOnce
+	clientGo, err := clientGoTransport(admin)
 	if err != nil {
 		return nil, err
 	}
-	return &PodClients{host: admin.Host, transport: client.Transport, clientGo: clientGo}, nil
+	return &PodClients{host: admin.Host, transport: transport, clientGo: clientGo}, nil
+}
+
+// clientGoTransport is the transport rest.TransportFor(admin) makes (client-go's transport cache's,
+// with its dialer, timeouts and HTTP/2 health checks), with its connections capped as the agent's are.
+// It is built here rather than taken from the cache, which shares it with every other client of admin.
+func clientGoTransport(admin *rest.Config) (http.RoundTripper, error) {
+	tlsConfig, err := rest.TLSConfigFor(admin)
+	if err != nil {
+		return nil, err
+	}
+	transport := utilnet.SetTransportDefaults(&http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSHandshakeTimeout: 10 * time.Second,
+		TLSClientConfig:     tlsConfig,
+		MaxIdleConnsPerHost: 25,
+		MaxConnsPerHost:     connsAtOnce,
+		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	})
+	return rest.HTTPWrappersForConfig(admin, transport)
 }
 
 // ClientGoFor is a client-go Lease client acting as For's pod does, with client-go's defaults otherwise
