@@ -35,7 +35,9 @@ const connsAtOnce = 1000
 
 // NewPodClients connects with admin's credentials.
 func NewPodClients(admin *rest.Config) (*PodClients, error) {
-	config := &kubeclient.Config{Host: admin.Host, CAData: admin.CAData, CertData: admin.CertData, KeyData: admin.KeyData, UserAgent: "leasegate-agent"}
+	// No UserAgent here: For's requests carry it with the pod's identity, so that the client is the bare
+	// transport, whose connections can be capped.
+	config := &kubeclient.Config{Host: admin.Host, CAData: admin.CAData, CertData: admin.CertData, KeyData: admin.KeyData}
 	client, err := config.HTTPClient()
 	if err != nil {
 		return nil, err
@@ -85,7 +87,9 @@ func (p *PodClients) ClientGoFor(namespace, serviceAccount, podName, podUID stri
 
 // For is a client that authenticates as pod podName (UID podUID) of namespace, running as serviceAccount.
 func (p *PodClients) For(namespace, serviceAccount, podName, podUID string) *kubeclient.Client {
-	impersonate := impersonation{next: p.transport, headers: impersonationHeaders(namespace, serviceAccount, podName, podUID)}
+	headers := impersonationHeaders(namespace, serviceAccount, podName, podUID)
+	headers.Set("User-Agent", "leasegate-agent")
+	impersonate := impersonation{next: p.transport, headers: headers}
 	client, err := kubeclient.NewForHTTPClient(p.host, &http.Client{Transport: impersonate})
 	if err != nil {
 		panic(err) // the host was a rest.Config's, which client-go already parsed
