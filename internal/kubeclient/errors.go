@@ -102,6 +102,9 @@ func IsConflict(err error) bool { return ReasonOf(err) == "Conflict" }
 // IsNotFound: the object does not exist.
 func IsNotFound(err error) bool { return ReasonOf(err) == "NotFound" }
 
+// IsInvalid: the server refused the request's content or parameters (422).
+func IsInvalid(err error) bool { return ReasonOf(err) == "Invalid" }
+
 // IsAlreadyExists: a create found the object there.
 func IsAlreadyExists(err error) bool { return ReasonOf(err) == "AlreadyExists" }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/leasegate/leasegate/internal/contract"
@@ -36,9 +37,14 @@ type Client struct {
 	resource   string // the path under /apis/<apiVersion>/namespaces/<namespace>/
 	// complete, when set, completes each decoded object with what its kind always carries.
 	complete func(*Lease)
+	// streamingRefused is set once the API server refused a StreamList.
+	streamingRefused atomic.Bool
 }
 
-var _ Store = (*Client)(nil)
+var (
+	_ Store           = (*Client)(nil)
+	_ streamingLister = (*Client)(nil)
+)
 
 // NewClient is a client of coordination.k8s.io/v1 Leases.
 func NewClient(api *kubeclient.Client) *Client {
@@ -134,14 +140,52 @@ func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, stri
 // Watch streams the changes to the lease of this name after resourceVersion, with bookmarks, so a
 // resumed watch rarely has to list again.
 func (c *Client) Watch(ctx context.Context, namespace, name, resourceVersion string) (<-chan Event, error) {
+	query := watchQuery(name)
+	query.Set("resourceVersion", resourceVersion)
+	return c.watch(ctx, namespace, query)
+}
+
+// initialEventsEndAnnotation marks the bookmark that ends a streamed list's initial events
+// (metav1.InitialEventsAnnotationKey).
+const initialEventsEndAnnotation = "k8s.io/initial-events-end"
+
+// errStreamingListRefused is an API server that does not stream lists: its WatchList feature gate is off,
+// as it is by default before Kubernetes 1.32 and in 1.33.
+var errStreamingListRefused = errors.New("the API server does not stream lists (its WatchList feature gate is off)")
+
+// StreamList is a consistent list of the lease of this name and a watch from it, in one request where List
+// and Watch take two: a watch with sendInitialEvents, as client-go's reflector makes it with its
+// WatchListClient feature. Thousands of agents list at once when they start together or an API server
+// restart expires their watches; each of them then asks one request of the server instead of two.
+// An API server that refuses it (422: the WatchList feature gate is off) is not asked again by this
+// Client, which returns errStreamingListRefused from then on, and the caller lists and watches.
+func (c *Client) StreamList(ctx context.Context, namespace, name string) (<-chan Event, error) {
+	if c.streamingRefused.Load() {
+		return nil, errStreamingListRefused
+	}
+	query := watchQuery(name)
+	query.Set("sendInitialEvents", "true")
+	query.Set("resourceVersionMatch", "NotOlderThan")
+	events, err := c.watch(ctx, namespace, query)
+	if kubeclient.IsInvalid(err) {
+		c.streamingRefused.Store(true)
+		return nil, fmt.Errorf("%w: %w", errStreamingListRefused, err)
+	}
+	return events, err
+}
+
+// watchQuery is a watch of the lease of this name, with bookmarks, for a random time from minWatchTimeout.
+func watchQuery(name string) url.Values {
 	timeout := minWatchTimeout + rand.N(minWatchTimeout)
-	query := url.Values{
+	return url.Values{
 		"watch":               {"true"},
 		"fieldSelector":       {"metadata.name=" + name},
-		"resourceVersion":     {resourceVersion},
 		"allowWatchBookmarks": {"true"},
 		"timeoutSeconds":      {strconv.Itoa(int(timeout / time.Second))},
 	}
+}
+
+func (c *Client) watch(ctx context.Context, namespace string, query url.Values) (<-chan Event, error) {
 	body, err := c.api.Stream(ctx, kubeclient.Request{Method: http.MethodGet, Path: c.path(namespace, ""), Query: query})
 	if err != nil {
 		return nil, err
@@ -181,6 +225,7 @@ func (c *Client) decodeEvents(ctx context.Context, body io.ReadCloser, events ch
 				return
 			}
 			event.Lease = c.read(l)
+			event.InitialEventsEnd = raw.Type == Bookmark && l.Annotations[initialEventsEndAnnotation] == "true"
 		case Error:
 			var status kubeclient.Status
 			_ = json.Unmarshal(raw.Object, &status)

@@ -108,7 +108,7 @@ func NewElector(cfg Config) (*Elector, error) {
 		cfg:    cfg,
 		name:   name,
 		clock:  cfg.Clock,
-		watch:  &leaseWatch{store: cfg.Lock, namespace: cfg.Namespace, name: cfg.Name, retryPeriod: cfg.Timing.RetryPeriod, clock: cfg.Clock, log: cfg.Log},
+		watch:  &leaseWatch{store: cfg.Lock, streamer: cfg.Lock.streamer(), namespace: cfg.Namespace, name: cfg.Name, retryPeriod: cfg.Timing.RetryPeriod, clock: cfg.Clock, log: cfg.Log},
 		status: lease.Status{Lease: name},
 	}, nil
 }

@@ -42,6 +42,8 @@ type Lock interface {
 	// steppedDownWithoutLeading is the message the elector logs when it stops holding the object without
 	// leading on it.
 	steppedDownWithoutLeading() string
+	// streamer is the Store's StreamList, nil when the Store has none.
+	streamer() streamingLister
 }
 
 // LeaseLock elects on coordination.k8s.io/v1 Leases (a Store from NewClient): the holder leads while it
@@ -77,6 +79,14 @@ func (LeaseLock) termLapsed(_, _ string, renewDeadline time.Duration) string {
 
 // steppedDownWithoutLeading: holding a Lease is leading it.
 func (LeaseLock) steppedDownWithoutLeading() string { return "Stopped leading" }
+
+func (l LeaseLock) streamer() streamingLister { return streamerOf(l.Store) }
+
+// streamerOf is store's StreamList, nil when it has none.
+func streamerOf(store Store) streamingLister {
+	s, _ := store.(streamingLister)
+	return s
+}
 
 // renewalsStopped is the reason a holder steps down when it could not renew for the renew deadline.
 func renewalsStopped(renewDeadline time.Duration) string {

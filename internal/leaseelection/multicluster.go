@@ -28,6 +28,8 @@ var _ Lock = (*MultiClusterLeaseLock)(nil)
 
 func (*MultiClusterLeaseLock) handover(*Lease) (lease.Handover, bool) { return lease.Handover{}, false }
 
+func (m *MultiClusterLeaseLock) streamer() streamingLister { return streamerOf(m.Store) }
+
 // maxHeartbeats is how many of its latest writes a multi-cluster elector remembers: the controller
 // answers within a renewal or two, or the term lapses anyway.
 const maxHeartbeats = 8

@@ -19,6 +19,14 @@ type Store interface {
 	Watch(ctx context.Context, namespace, name, resourceVersion string) (<-chan Event, error)
 }
 
+// streamingLister is a Store that can also list the lease and watch it in one request (Client can).
+type streamingLister interface {
+	// StreamList streams the lease of this name as a watch that begins with its current version: an Added
+	// event (none when there is no lease), then a Bookmark with InitialEventsEnd set, then its changes as
+	// Watch delivers them. It returns errStreamingListRefused when the API server does not serve it.
+	StreamList(ctx context.Context, namespace, name string) (<-chan Event, error)
+}
+
 // EventType is the type of a watch event, as the API server names it.
 type EventType string
 
@@ -37,5 +45,7 @@ type Event struct {
 	Type EventType
 	// Lease is the object after the change (before it, for Deleted); only its resourceVersion for a Bookmark.
 	Lease *Lease
-	Err   error
+	// InitialEventsEnd marks the Bookmark that ends a streamed list's first version of the lease.
+	InitialEventsEnd bool
+	Err              error
 }

@@ -17,7 +17,9 @@ import (
 // informer, whose reflector this needs a small part of. It reports what it saw and nothing more: the
 // elector reads it and decides.
 type leaseWatch struct {
-	store           Store
+	store Store
+	// streamer, when set, lists and watches in one request (the store's StreamList).
+	streamer        streamingLister
 	namespace, name string
 	// retryPeriod is the election's: the window over which expired watches spread their new lists.
 	retryPeriod time.Duration
@@ -72,7 +74,8 @@ func relistWindow(retryPeriod, backoff time.Duration) time.Duration {
 
 // run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
 // name, then watches it from the list's resourceVersion, resuming from the last version seen (bookmarks
-// included) when the server ends a watch, and listing again when that version has expired.
+// included) when the server ends a watch, and listing again when that version has expired. Where the
+// store and the API server can, the list and its watch are one request (StreamList); otherwise two.
 func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
 	notify := func(l *Lease) {
@@ -111,20 +114,43 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		backoff = min(2*backoff, watchBackoffMax)
 	}
 
+	// streaming: the store can stream a list and the server has not refused it.
+	streaming := w.streamer != nil
 	var resourceVersion string // "" lists first
 	for ctx.Err() == nil {
-		if resourceVersion == "" {
+		var (
+			events <-chan Event
+			err    error
+		)
+		listing := resourceVersion == ""
+		switch {
+		case !listing:
+			events, err = w.store.Watch(ctx, w.namespace, w.name, resourceVersion)
+		case streaming:
+			events, err = w.streamer.StreamList(ctx, w.namespace, w.name)
+			if errors.Is(err, errStreamingListRefused) {
+				w.log.V(1).Info("The API server does not stream lists; listing and watching the lease instead", "lease", label, "reason", err.Error())
+				streaming = false
+				continue
+			}
+		default:
 			l, rv, err := w.store.List(ctx, w.namespace, w.name)
 			if err != nil {
 				wait(err)
 				continue
 			}
 			resourceVersion = rv
-			w.listedAt.Store(w.clock.Now().UnixNano())
-			w.synced.Store(true)
-			notify(l)
+			w.listed(l, notify)
+			continue
 		}
-		progressed, err := w.watchFrom(ctx, &resourceVersion, notify)
+		if err != nil {
+			if kubeclient.IsResourceExpired(err) {
+				resourceVersion = ""
+			}
+			wait(err)
+			continue
+		}
+		progressed, err := w.follow(events, listing, &resourceVersion, notify)
 		if progressed {
 			backoff = watchBackoffMin
 		}
@@ -137,31 +163,59 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	}
 }
 
-// watchFrom runs one watch from *resourceVersion, keeping it at the last version seen. It reports
-// whether any event came, and why the watch ended: nil when the server ended it normally, the server's
-// error, or errShortWatch for a watch that ended at once without an event (a proxy that closes
-// it, say), which client-go's reflector counts as failed too: resumed at once, it would be asked again in
-// a tight loop.
-func (w *leaseWatch) watchFrom(ctx context.Context, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
-	events, err := w.store.Watch(ctx, w.namespace, w.name, *resourceVersion)
-	if err != nil {
-		return false, err
-	}
-	w.watching.Store(true)
+// listed records l (nil: there is no lease) as the lease's version a list read, and reports it.
+func (w *leaseWatch) listed(l *Lease, notify func(*Lease)) {
+	w.listedAt.Store(w.clock.Now().UnixNano())
+	w.synced.Store(true)
+	notify(l)
+}
+
+// follow reads one watch's events, keeping *resourceVersion at the last version seen, until the stream
+// ends. A streamed list's (streamedList) first events are the lease's current version, which counts as
+// listed once the bookmark that ends them comes; a stream cut before that leaves *resourceVersion empty,
+// to list again. It reports whether any event came, and why the watch ended: nil when the server ended it
+// normally, the server's error, or errShortWatch for a watch that ended at once without an event (a proxy
+// that closes it, say), which client-go's reflector counts as failed too: resumed at once, it would be
+// asked again in a tight loop.
+func (w *leaseWatch) follow(events <-chan Event, streamedList bool, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
 	defer w.watching.Store(false)
+	initial := streamedList
+	var first *Lease // the lease's version among a streamed list's initial events
+	if !initial {
+		w.watching.Store(true)
+	}
 	started := w.clock.Now()
 	for event := range events {
 		if event.Type == Error {
+			if initial {
+				*resourceVersion = ""
+			}
 			return progressed, event.Err // the last event: the stream ends with it
 		}
-		progressed = true
 		*resourceVersion = event.Lease.ResourceVersion
+		if initial {
+			// Not yet progress: a stream cut here has not told the lease's version.
+			switch {
+			case event.InitialEventsEnd:
+				initial, progressed = false, true
+				w.listed(first, notify)
+				w.watching.Store(true)
+			case event.Type == Added:
+				first = event.Lease
+			}
+			continue
+		}
+		progressed = true
 		switch event.Type {
 		case Added, Modified:
 			notify(event.Lease)
 		case Deleted:
 			notify(nil)
 		}
+	}
+	if initial {
+		*resourceVersion = ""
+		return progressed, errInitialEventsCut
 	}
 	if !progressed && w.clock.Since(started) < minWatchDuration {
 		return false, errShortWatch
@@ -172,4 +226,7 @@ func (w *leaseWatch) watchFrom(ctx context.Context, resourceVersion *string, not
 // minWatchDuration is how long a watch that delivered nothing must have lasted not to count as failed.
 const minWatchDuration = time.Second
 
-var errShortWatch = errors.New("the watch ended at once without an event")
+var (
+	errShortWatch       = errors.New("the watch ended at once without an event")
+	errInitialEventsCut = errors.New("the streamed list ended before the lease's version did")
+)

@@ -236,6 +236,10 @@ func TestElectorResumesAWatchCutByItsConnectionAtOnce(t *testing.T) {
 				<-r.Context().Done()
 				return
 			}
+			if q.Get("sendInitialEvents") == "true" { // a streamed list: the lease, then the end of the list
+				_, _ = w.Write([]byte(`{"type":"ADDED","object":` + lease("5") + "}\n" +
+					`{"type":"BOOKMARK","object":{"metadata":{"resourceVersion":"5","annotations":{"k8s.io/initial-events-end":"true"}}}}` + "\n"))
+			}
 			_, _ = w.Write([]byte(`{"type":"MODIFIED","object":` + lease("6") + "}\n"))
 			w.(http.Flusher).Flush()
 			panic(http.ErrAbortHandler) // the connection closes mid-stream
