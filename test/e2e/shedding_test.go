@@ -20,7 +20,7 @@ import (
 
 // sheddingProxy stands in front of the real kube-apiserver for one agent, as API Priority and Fairness
 // does for one flow: it passes requests through, or answers those shed asks for with 429 and a
-// Retry-After, and records when each request arrived.
+// Retry-After, and records each request and when it arrived.
 type sheddingProxy struct {
 	*httptest.Server
 
@@ -33,6 +33,7 @@ type sheddingProxy struct {
 type arrival struct {
 	at     time.Time
 	method string
+	url    *url.URL
 	shed   bool
 }
 
@@ -48,7 +49,7 @@ func startSheddingProxy() *sheddingProxy {
 	p.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		p.mu.Lock()
 		shed := p.shed != nil && p.shed(r)
-		p.arrivals = append(p.arrivals, arrival{at: time.Now(), method: r.Method, shed: shed})
+		p.arrivals = append(p.arrivals, arrival{at: time.Now(), method: r.Method, url: r.URL, shed: shed})
 		retryAfter := p.retryAfter
 		p.mu.Unlock()
 		if shed {
