@@ -457,12 +457,11 @@ func TestElectorStartsOnItsWatchsList(t *testing.T) {
 	}
 }
 
-func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
-	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
-	e, _ := runElector(t, store, clock, "a-0_ua")
-	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
-	// c's renewal is stamped a minute ahead, so the lease stays held while the clock moves through the
-	// backoffs, and only a list can tell the elector about it.
+// restartUntilListed restarts the store's API server with a compaction, while c-0_uc takes the lease, and
+// moves the clock until e has listed it again: only a list can tell e, whose watch expired. c's renewal is
+// stamped a minute ahead, so the lease stays held while the clock moves through the backoffs.
+func restartUntilListed(t *testing.T, store *memStore, clock *clocktesting.FakeClock, e *Elector) {
+	t.Helper()
 	store.restart(t, func(l *Lease) {
 		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", lease.MicroTime{Time: start.Add(time.Minute)}
 	})
@@ -471,6 +470,13 @@ func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
 		clock.Step(watchBackoffMax) // each backoff: the watch that ended without an event, the expired one
 		return e.Status().Holder == "c-0_uc"
 	})
+}
+
+func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+	restartUntilListed(t, store, clock, e)
 	if e.Status().IsLeader {
 		t.Error("it took a lease held by another")
 	}

@@ -8,12 +8,10 @@ import (
 	"strconv"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
-	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // streamingStore is a memStore that streams lists as an API server with the WatchList feature does: the
@@ -93,14 +91,7 @@ func TestElectorListsAndWatchesWhereTheServerRefusesStreamedLists(t *testing.T) 
 	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
 	// An API server restart with a compaction expires the watch: the elector lists again, without asking
 	// the server that refused for a streamed list again.
-	store.restart(t, func(l *Lease) {
-		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", lease.MicroTime{Time: start.Add(time.Minute)}
-	})
-	eventually(t, "it has listed the lease again", func() bool {
-		settle()
-		clock.Step(watchBackoffMax) // each backoff: the watch that ended without an event, the expired one
-		return e.Status().Holder == "c-0_uc"
-	})
+	restartUntilListed(t, store.memStore, clock, e)
 	if lists, _ := store.listCounts(); lists != 2 || store.streams.Load() != 1 {
 		t.Errorf("%d lists and %d streamed lists asked: want 2 lists and the one refused streamed list", lists, store.streams.Load())
 	}
