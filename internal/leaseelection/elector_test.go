@@ -459,11 +459,12 @@ func TestElectorStartsOnItsWatchsList(t *testing.T) {
 
 // restartUntilListed restarts the store's API server with a compaction, while c-0_uc takes the lease, and
 // moves the clock until e has listed it again: only a list can tell e, whose watch expired. c's renewal is
-// stamped a minute ahead, so the lease stays held while the clock moves through the backoffs.
+// stamped an hour ahead, so the lease stays held however many backoffs the clock moves through before
+// the list (a lease that expired on the way would be taken, and c never seen).
 func restartUntilListed(t *testing.T, store *memStore, clock *clocktesting.FakeClock, e *Elector) {
 	t.Helper()
 	store.restart(t, func(l *Lease) {
-		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", lease.MicroTime{Time: start.Add(time.Minute)}
+		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", lease.MicroTime{Time: start.Add(time.Hour)}
 	})
 	eventually(t, "it sees the holder that changed while it was not watching", func() bool {
 		settle()
