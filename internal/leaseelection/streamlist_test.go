@@ -12,15 +12,17 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // streamingStore is a memStore that streams lists as an API server with the WatchList feature does: the
 // lease's version, the bookmark that ends it, then the watch. refuse plays one without the feature;
-// cutFirst cuts the first streamed list before its end, as a connection that drops.
+// cutFirst cuts the first streamed list before its end, as a connection that drops; ignore answers as a
+// server or proxy that dropped sendInitialEvents would: the lease's version, then the watch, never the end.
 type streamingStore struct {
 	*memStore
-	refuse, cutFirst bool
-	streams          atomic.Int32
+	refuse, cutFirst, ignore bool
+	streams                  atomic.Int32
 }
 
 func (s *streamingStore) StreamList(ctx context.Context, namespace, name string) (<-chan Event, error) {
@@ -43,7 +45,9 @@ func (s *streamingStore) StreamList(ctx context.Context, namespace, name string)
 		close(events)
 		return events, nil
 	}
-	events <- Event{Type: Bookmark, Lease: &Lease{ResourceVersion: strconv.Itoa(rv)}, InitialEventsEnd: true}
+	if !s.ignore {
+		events <- Event{Type: Bookmark, Lease: &Lease{ResourceVersion: strconv.Itoa(rv)}, InitialEventsEnd: true}
+	}
 	go func() {
 		defer close(events)
 		for e := range changes {
@@ -111,6 +115,27 @@ func TestElectorStreamsTheListAgainWhenItIsCutBeforeItsEnd(t *testing.T) {
 	if lists, _ := store.listCounts(); lists != 0 || store.streams.Load() != 2 {
 		t.Errorf("%d lists and %d streamed lists: want the list streamed again, not listed", lists, store.streams.Load())
 	}
+}
+
+func TestElectorListsWhereTheServerAnswersAStreamedListWithAPlainWatch(t *testing.T) {
+	store := &streamingStore{memStore: storeWith(t, heldLease("b-0_ub", start)), ignore: true}
+	e, _ := runElector(t, store, clocktesting.NewFakeClock(start), "a-0_ua")
+	eventually(t, "its streamed list is open", func() bool { return store.streams.Load() == 1 })
+	settle()
+	if e.Synced() {
+		t.Fatal("synced on a streamed list that never ended")
+	}
+	// b renews: a change before the end of the list says the server is serving a plain watch.
+	store.write(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: start.Add(testTiming.RetryPeriod)} })
+	eventually(t, "it has listed the lease instead", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+	if lists, _ := store.listCounts(); lists != 1 || store.streams.Load() != 1 {
+		t.Errorf("%d lists and %d streamed lists: want one of each, and no streamed list after the plain watch", lists, store.streams.Load())
+	}
+	eventually(t, "the plain watch is closed, and only the watch from the list is open", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return len(store.watchers) == 1
+	})
 }
 
 func TestClientStreamsAListAsOneWatch(t *testing.T) {

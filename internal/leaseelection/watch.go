@@ -118,22 +118,8 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	streaming := w.streamer != nil
 	var resourceVersion string // "" lists first
 	for ctx.Err() == nil {
-		var (
-			events <-chan Event
-			err    error
-		)
 		listing := resourceVersion == ""
-		switch {
-		case !listing:
-			events, err = w.store.Watch(ctx, w.namespace, w.name, resourceVersion)
-		case streaming:
-			events, err = w.streamer.StreamList(ctx, w.namespace, w.name)
-			if errors.Is(err, errStreamingListRefused) {
-				w.log.V(1).Info("The API server does not stream lists; listing and watching the lease instead", "lease", label, "reason", err.Error())
-				streaming = false
-				continue
-			}
-		default:
+		if listing && !streaming {
 			l, rv, err := w.store.List(ctx, w.namespace, w.name)
 			if err != nil {
 				wait(err)
@@ -143,18 +129,21 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 			w.listed(l, notify)
 			continue
 		}
-		if err != nil {
-			if kubeclient.IsResourceExpired(err) {
-				resourceVersion = ""
+		open := func(ctx context.Context) (<-chan Event, error) {
+			if listing {
+				return w.streamer.StreamList(ctx, w.namespace, w.name)
 			}
-			wait(err)
-			continue
+			return w.store.Watch(ctx, w.namespace, w.name, resourceVersion)
 		}
-		progressed, err := w.follow(events, listing, &resourceVersion, notify)
+		progressed, err := w.follow(ctx, open, listing, &resourceVersion, notify)
 		if progressed {
 			backoff = watchBackoffMin
 		}
-		if err != nil {
+		switch {
+		case errors.Is(err, errStreamingListRefused), errors.Is(err, errStreamingListIgnored):
+			w.log.V(1).Info("The API server does not stream lists; listing and watching the lease instead", "lease", label, "reason", err.Error())
+			streaming = false
+		case err != nil:
 			if kubeclient.IsResourceExpired(err) {
 				resourceVersion = ""
 			}
@@ -170,14 +159,23 @@ func (w *leaseWatch) listed(l *Lease, notify func(*Lease)) {
 	notify(l)
 }
 
-// follow reads one watch's events, keeping *resourceVersion at the last version seen, until the stream
-// ends. A streamed list's (streamedList) first events are the lease's current version, which counts as
-// listed once the bookmark that ends them comes; a stream cut before that leaves *resourceVersion empty,
-// to list again. It reports whether any event came, and why the watch ended: nil when the server ended it
-// normally, the server's error, or errShortWatch for a watch that ended at once without an event (a proxy
-// that closes it, say), which client-go's reflector counts as failed too: resumed at once, it would be
-// asked again in a tight loop.
-func (w *leaseWatch) follow(events <-chan Event, streamedList bool, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
+// follow opens one watch and reads its events, keeping *resourceVersion at the last version seen, until
+// the stream ends. A streamed list's (streamedList) first events are the lease's current version, which
+// counts as listed once the bookmark that ends them comes; a stream cut before that leaves
+// *resourceVersion empty, to list again, and one that brings a change before that end is a plain watch
+// from a server or proxy that dropped sendInitialEvents, whose end would never come
+// (errStreamingListIgnored). It reports whether any event came, and why the watch ended: nil when the
+// server ended it normally, the error opening it, the server's error, or errShortWatch for a watch that
+// ended at once without an event (a proxy that closes it, say), which client-go's reflector counts as
+// failed too: resumed at once, it would be asked again in a tight loop.
+func (w *leaseWatch) follow(ctx context.Context, open func(context.Context) (<-chan Event, error), streamedList bool, resourceVersion *string, notify func(*Lease)) (progressed bool, err error) {
+	// Its own context, so that a stream left before the server ends it (errStreamingListIgnored) is closed.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	events, err := open(ctx)
+	if err != nil {
+		return false, err
+	}
 	defer w.watching.Store(false)
 	initial := streamedList
 	var first *Lease // the lease's version among a streamed list's initial events
@@ -202,6 +200,9 @@ func (w *leaseWatch) follow(events <-chan Event, streamedList bool, resourceVers
 				w.watching.Store(true)
 			case event.Type == Added:
 				first = event.Lease
+			case event.Type == Modified || event.Type == Deleted:
+				*resourceVersion = ""
+				return false, errStreamingListIgnored
 			}
 			continue
 		}
@@ -229,4 +230,7 @@ const minWatchDuration = time.Second
 var (
 	errShortWatch       = errors.New("the watch ended at once without an event")
 	errInitialEventsCut = errors.New("the streamed list ended before the lease's version did")
+	// errStreamingListIgnored is a streamed list answered as a plain watch: a change came before the end
+	// of the initial events.
+	errStreamingListIgnored = errors.New("the API server answered a streamed list with a plain watch (a change before the end of the list)")
 )
