@@ -162,8 +162,8 @@ func (w *leaseWatch) listed(l *Lease, notify func(*Lease)) {
 // follow opens one watch and reads its events, keeping *resourceVersion at the last version seen, until
 // the stream ends. A streamed list's (streamedList) first events are the lease's current version, which
 // counts as listed once the bookmark that ends them comes; a stream cut before that leaves
-// *resourceVersion empty, to list again, and one that brings a change before that end is a plain watch
-// from a server or proxy that dropped sendInitialEvents, whose end would never come
+// *resourceVersion as it was, empty, to list again, and one that brings a change before that end is a
+// plain watch from a server or proxy that dropped sendInitialEvents, whose end would never come
 // (errStreamingListIgnored). It reports whether any event came, and why the watch ended: nil when the
 // server ended it normally, the error opening it, the server's error, or errShortWatch for a watch that
 // ended at once without an event (a proxy that closes it, say), which client-go's reflector counts as
@@ -185,27 +185,25 @@ func (w *leaseWatch) follow(ctx context.Context, open func(context.Context) (<-c
 	started := w.clock.Now()
 	for event := range events {
 		if event.Type == Error {
-			if initial {
-				*resourceVersion = ""
-			}
 			return progressed, event.Err // the last event: the stream ends with it
 		}
-		*resourceVersion = event.Lease.ResourceVersion
 		if initial {
-			// Not yet progress: a stream cut here has not told the lease's version.
+			// Neither progress nor a version to resume from (*resourceVersion stays empty): a stream cut
+			// here has not told the lease's version.
 			switch {
 			case event.InitialEventsEnd:
 				initial, progressed = false, true
+				*resourceVersion = event.Lease.ResourceVersion
 				w.listed(first, notify)
 				w.watching.Store(true)
 			case event.Type == Added:
 				first = event.Lease
 			case event.Type == Modified || event.Type == Deleted:
-				*resourceVersion = ""
 				return false, errStreamingListIgnored
 			}
 			continue
 		}
+		*resourceVersion = event.Lease.ResourceVersion
 		progressed = true
 		switch event.Type {
 		case Added, Modified:
@@ -215,7 +213,6 @@ func (w *leaseWatch) follow(ctx context.Context, open func(context.Context) (<-c
 		}
 	}
 	if initial {
-		*resourceVersion = ""
 		return progressed, errInitialEventsCut
 	}
 	if !progressed && w.clock.Since(started) < minWatchDuration {
