@@ -384,9 +384,9 @@ func closeConn(conn net.Conn) { conn.Close() }
 func TestConnectionFailuresAsClientGoTellsThemApart(t *testing.T) {
 	goAway := errors.New(`http2: server sent GOAWAY and closed the connection; LastStreamID=3, ErrCode=NO_ERROR, debug=""`)
 	tests := []struct {
-		name                                   string
-		err                                    error
-		probableEOF, reset, lost, timeout, get bool
+		name                                            string
+		err                                             error
+		probableEOF, reset, refused, lost, timeout, get bool
 	}{
 		{name: "end of file", err: io.EOF, probableEOF: true, get: true},
 		{name: "end of file inside a url.Error", err: &url.Error{Op: "Get", URL: "https://x", Err: io.EOF}, probableEOF: true, get: true},
@@ -395,18 +395,18 @@ func TestConnectionFailuresAsClientGoTellsThemApart(t *testing.T) {
 		{name: "reset", err: &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}, probableEOF: true, reset: true, get: true},
 		{name: "HTTP/2 health check failed", err: errors.New("http2: client connection lost"), lost: true, get: true},
 		{name: "timeout", err: &url.Error{Op: "Get", URL: "https://x", Err: context.DeadlineExceeded}, timeout: true},
-		{name: "refused: the server is not there, no request was read", err: &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}},
+		{name: "refused: the server is not there, no request was read", err: &url.Error{Op: "Get", URL: "https://x", Err: &net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}, refused: true},
 		{name: "a TLS failure", err: errors.New("tls: failed to verify certificate: x509: certificate signed by unknown authority")},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := [5]bool{IsProbableEOF(tt.err), IsConnectionReset(tt.err), IsHTTP2ConnectionLost(tt.err), IsTimeout(tt.err), retryableRequestError(http.MethodGet, tt.err)}
-			if want := [5]bool{tt.probableEOF, tt.reset, tt.lost, tt.timeout, tt.get}; got != want {
-				t.Errorf("probable EOF, reset, lost, timeout, GET retried = %v, want %v", got, want)
+			got := [6]bool{IsProbableEOF(tt.err), IsConnectionReset(tt.err), IsConnectionRefused(tt.err), IsHTTP2ConnectionLost(tt.err), IsTimeout(tt.err), retryableRequestError(http.MethodGet, tt.err)}
+			if want := [6]bool{tt.probableEOF, tt.reset, tt.refused, tt.lost, tt.timeout, tt.get}; got != want {
+				t.Errorf("probable EOF, reset, refused, lost, timeout, GET retried = %v, want %v", got, want)
 			}
-			apimachinery := [4]bool{utilnet.IsProbableEOF(tt.err), utilnet.IsConnectionReset(tt.err), utilnet.IsHTTP2ConnectionLost(tt.err), utilnet.IsTimeout(tt.err)}
-			if [4]bool(got[:4]) != apimachinery {
-				t.Errorf("probable EOF, reset, lost, timeout = %v, apimachinery's util/net says %v", got[:4], apimachinery)
+			apimachinery := [5]bool{utilnet.IsProbableEOF(tt.err), utilnet.IsConnectionReset(tt.err), utilnet.IsConnectionRefused(tt.err), utilnet.IsHTTP2ConnectionLost(tt.err), utilnet.IsTimeout(tt.err)}
+			if [5]bool(got[:5]) != apimachinery {
+				t.Errorf("probable EOF, reset, refused, lost, timeout = %v, apimachinery's util/net says %v", got[:5], apimachinery)
 			}
 			if retryableRequestError(http.MethodPut, tt.err) {
 				t.Error("a PUT is retried")

@@ -152,6 +152,13 @@ func IsConnectionReset(err error) bool {
 	return errors.As(err, &errno) && errno == syscall.ECONNRESET
 }
 
+// IsConnectionRefused: nothing listened at the server's address (ECONNREFUSED): the process was not
+// running, and the one that answers there next is another.
+func IsConnectionRefused(err error) bool {
+	var errno syscall.Errno
+	return errors.As(err, &errno) && errno == syscall.ECONNREFUSED
+}
+
 // IsHTTP2ConnectionLost: the HTTP/2 health check found the connection dead (a ping unanswered).
 func IsHTTP2ConnectionLost(err error) bool {
 	return err != nil && strings.Contains(err.Error(), "http2: client connection lost")

@@ -108,7 +108,7 @@ func NewElector(cfg Config) (*Elector, error) {
 		cfg:    cfg,
 		name:   name,
 		clock:  cfg.Clock,
-		watch:  &leaseWatch{store: cfg.Lock, streamer: cfg.Lock.streamer(), namespace: cfg.Namespace, name: cfg.Name, retryPeriod: cfg.Timing.RetryPeriod, clock: cfg.Clock, log: cfg.Log},
+		watch:  newLeaseWatch(cfg.Lock, cfg.Lock.streamer(), cfg.Namespace, cfg.Name, cfg.Timing.RetryPeriod, cfg.Clock, cfg.Log),
 		status: lease.Status{Lease: name},
 	}, nil
 }
@@ -484,6 +484,7 @@ func (e *Elector) spec(renew, acquired time.Time, transitions int32) lease.Spec 
 
 func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.leading = true
+	e.watch.lead(true)
 	e.shed, e.holdUntil = 0, time.Time{}
 	e.renewed(renewed, l)
 	e.publish(l, true)
@@ -492,11 +493,13 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
 	e.current, e.known, e.lastRenew = l, l, renewTime
+	e.watch.wrote(l)
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
 
 func (e *Elector) stepDown(reason string) {
 	e.leading = false
+	e.watch.lead(false)
 	e.leaderUntil.Store(0)
 	e.cfg.Lock.forgetTerm()
 	e.mu.Lock()

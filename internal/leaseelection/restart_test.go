@@ -1,6 +1,10 @@
 package leaseelection
 
 import (
+	"net"
+	"net/url"
+	"os"
+	"syscall"
 	"testing"
 	"time"
 
@@ -114,5 +118,147 @@ func TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt(t *testing.T
 	}
 	if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 0 {
 		t.Errorf("lease %+v: want a-0_ua's own term, 0 transitions", l.Spec)
+	}
+}
+
+// refused is a request to an API server that is not running: nothing listens at its address.
+var refused = &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+
+// failWatches ends every open watch and makes each new one fail with err (nil: serve them again).
+func failWatches(s *memStore, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.failWatches = err
+	for w := range s.watchers {
+		close(w)
+	}
+	s.watchers = nil
+}
+
+func (s *memStore) watching() (open bool, lists, watches int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.watchers) > 0, s.lists, s.watches
+}
+
+// TestLeaderWatchResumesFromItsNextRenewalWithoutAList: after an API server restart, the versions every
+// watch had have expired. A leader's watch neither lists nor retries on its own: it waits for the
+// leader's next renewal and watches from the version that renewal wrote, which then tells the leader of
+// the next change at once.
+func TestLeaderWatchResumesFromItsNextRenewalWithoutAList(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	settle()
+	_, lists, watches := store.watching()
+	// Someone annotates the lease while the server restarts: the leader's next renewal conflicts, reads the
+	// lease, and renews on it.
+	store.restart(t, func(l *Lease) { l.Annotations = map[string]string{"example.com/team": "payments"} })
+	eventually(t, "its watch resumes, expires, and waits", func() bool {
+		_, _, n := store.watching()
+		return n == watches+1
+	})
+	settle()
+	if open, l, n := store.watching(); open || l != lists || n != watches+1 {
+		t.Fatalf("before the next renewal: watch open %v, %d lists, %d watches: want none open, %d lists, %d watches", open, l, n, lists, watches+1)
+	}
+	eventually(t, "it renews and watches again", func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		open, _, _ := store.watching()
+		return open
+	})
+	if _, l, _ := store.watching(); l != lists {
+		t.Errorf("%d lists after the restart: want none", l-lists)
+	}
+	if !e.Status().IsLeader {
+		t.Fatal("it stopped leading")
+	}
+	// The clock stands still from here: only the watch can tell the leader.
+	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "b-0_ub" })
+	eventually(t, "its watch tells it the lease was taken", func() bool { return !e.Status().IsLeader })
+}
+
+// TestLeaderWatchWaitsForARenewalAndRetriesOnItsOwnOnceItStepsDown: a leader whose watch is down sends
+// no watch, however long it waits, until it renews; one that never renews again (the server sheds every
+// write until its renew deadline) steps down, and its watch then retries as a follower's does.
+func TestLeaderWatchWaitsForARenewalAndRetriesOnItsOwnOnceItStepsDown(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	settle()
+	_, _, watches := store.watching()
+	store.mu.Lock()
+	store.failWrites = shedErr(0)
+	store.mu.Unlock()
+	failWatches(store, refused)
+	eventually(t, "its watch resumes and is refused", func() bool {
+		_, _, n := store.watching()
+		return n == watches+1
+	})
+	// A follower's watch would have retried by now: the backoff plus a draw over the longer of it and the
+	// retry period.
+	for clock.Now().Before(start.Add(watchBackoffMin + max(testTiming.RetryPeriod, watchBackoffMin))) {
+		clock.Step(testTiming.RetryPeriod / 5)
+		settle()
+	}
+	if !e.Status().IsLeader {
+		t.Fatal("it stepped down before its renew deadline")
+	}
+	if _, _, n := store.watching(); n != watches+1 {
+		t.Errorf("%d watches while it led without renewing: want none", n-watches-1)
+	}
+	for !clock.Now().After(start.Add(testTiming.RenewDeadline)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+	}
+	eventually(t, "it steps down at its renew deadline", func() bool { return !e.Status().IsLeader })
+	failWatches(store, nil)
+	eventually(t, "its watch retries on its own", func() bool {
+		settle()
+		clock.Step(watchBackoffMax)
+		open, _, _ := store.watching()
+		return open
+	})
+}
+
+// TestFollowerWatchListsOnlyAfterARefusedConnection: a follower's watch that failed resumes from the
+// version it had, except after a refused connection: no server was running, and the one that answers
+// next has a watch cache that starts after that version, so resuming would only expire.
+func TestFollowerWatchListsOnlyAfterARefusedConnection(t *testing.T) {
+	tests := []struct {
+		name      string
+		err       error
+		wantLists int
+	}{
+		{name: "refused: it lists", err: refused, wantLists: 1},
+		{name: "unavailable: it resumes from its version", err: statusErr(503, "ServiceUnavailable")},
+		{name: "reset: it resumes from its version", err: &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, clock := storeWith(t, heldLease("b-0_ub", start.Add(time.Hour))), clocktesting.NewFakeClock(start)
+			e, _ := runElector(t, store, clock, "a-0_ua")
+			eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+			settle()
+			_, lists, watches := store.watching()
+			failWatches(store, tt.err)
+			eventually(t, "its watch fails", func() bool {
+				settle()
+				clock.Step(watchBackoffMax) // the cut watch delivered nothing: it waits before it resumes
+				_, _, n := store.watching()
+				return n > watches
+			})
+			failWatches(store, nil)
+			eventually(t, "it watches again", func() bool {
+				settle()
+				clock.Step(watchBackoffMax)
+				open, _, _ := store.watching()
+				return open
+			})
+			if _, l, _ := store.watching(); l-lists != tt.wantLists {
+				t.Errorf("%d lists after the failure, want %d", l-lists, tt.wantLists)
+			}
+		})
 	}
 }

@@ -22,44 +22,46 @@ func noJitter(time.Duration) time.Duration     { return 0 }
 func mostJitter(d time.Duration) time.Duration { return d - 1 }
 
 func TestWatchRetryDelayNeverUndercutsRetryAfter(t *testing.T) {
+	const retryPeriod = 2 * time.Second
 	tests := []struct {
-		name                        string
-		backoff, retryAfter, jitter time.Duration
-		want                        time.Duration
+		name                string
+		backoff, retryAfter time.Duration
+		jitter              func(time.Duration) time.Duration
+		want                time.Duration
 	}{
-		{name: "no Retry-After: the backoff and its jitter", backoff: 200 * time.Millisecond, jitter: 150 * time.Millisecond, want: 350 * time.Millisecond},
-		{name: "a Retry-After longer than the backoff replaces it", backoff: 200 * time.Millisecond, retryAfter: time.Second, want: time.Second},
-		{name: "the jitter comes on top of the Retry-After, so agents told alike do not return alike", backoff: 200 * time.Millisecond, retryAfter: time.Second, jitter: 100 * time.Millisecond, want: 1100 * time.Millisecond},
-		{name: "a Retry-After shorter than the backoff changes nothing", backoff: 10 * time.Second, retryAfter: time.Second, want: 10 * time.Second},
+		{name: "no Retry-After: the backoff", backoff: 800 * time.Millisecond, jitter: noJitter, want: 800 * time.Millisecond},
+		{name: "the jitter is drawn over the retry period while the backoff is shorter", backoff: 800 * time.Millisecond, jitter: mostJitter, want: 800*time.Millisecond + retryPeriod - 1},
+		{name: "the jitter is drawn over the backoff once it is longer", backoff: 10 * time.Second, jitter: mostJitter, want: 20*time.Second - 1},
+		{name: "a Retry-After longer than the backoff replaces it", backoff: 800 * time.Millisecond, retryAfter: 5 * time.Second, jitter: noJitter, want: 5 * time.Second},
+		{name: "the jitter comes on top of the Retry-After, so agents told alike do not return alike", backoff: 800 * time.Millisecond, retryAfter: 5 * time.Second, jitter: mostJitter, want: 7*time.Second - 1},
+		{name: "a Retry-After shorter than the backoff changes nothing", backoff: 10 * time.Second, retryAfter: time.Second, jitter: noJitter, want: 10 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := watchRetryDelay(tt.backoff, tt.retryAfter, tt.jitter)
+			got := watchRetryDelay(retryPeriod, tt.backoff, tt.retryAfter, tt.jitter)
 			if got != tt.want || got < tt.retryAfter {
-				t.Errorf("watchRetryDelay(%s, %s, %s) = %s, want %s (never under the Retry-After)", tt.backoff, tt.retryAfter, tt.jitter, got, tt.want)
+				t.Errorf("watchRetryDelay(%s, %s, %s) = %s, want %s (never under the Retry-After)", retryPeriod, tt.backoff, tt.retryAfter, got, tt.want)
 			}
 		})
 	}
 }
 
-// TestRelistsAreSpreadOverTheRetryPeriod: after an API server restart every agent's watch expires at
-// once; their lists are drawn over a window of one retry period after the backoff, not all at once.
-func TestRelistsAreSpreadOverTheRetryPeriod(t *testing.T) {
+// TestWatchRetriesAreSpreadOverTheRetryPeriod: after an API server restart every agent's watch fails at
+// once; their next attempts are drawn over a window of one retry period after the backoff, not all at
+// once.
+func TestWatchRetriesAreSpreadOverTheRetryPeriod(t *testing.T) {
 	const agents = 1000
 	retryPeriod := 2 * time.Second
 	lowest, highest := time.Duration(1<<62), time.Duration(0)
 	for range agents {
-		d := watchRetryDelay(watchBackoffMin, 0, rand.N(relistWindow(retryPeriod, watchBackoffMin)))
+		d := watchRetryDelay(retryPeriod, watchBackoffMin, 0, rand.N[time.Duration])
 		lowest, highest = min(lowest, d), max(highest, d)
 	}
 	if lowest < watchBackoffMin || highest >= watchBackoffMin+retryPeriod {
-		t.Errorf("relists between %s and %s: want within [%s, %s)", lowest, highest, watchBackoffMin, watchBackoffMin+retryPeriod)
+		t.Errorf("retries between %s and %s: want within [%s, %s)", lowest, highest, watchBackoffMin, watchBackoffMin+retryPeriod)
 	}
 	if highest-lowest < retryPeriod/2 {
-		t.Errorf("%d relists span only %s of the %s window: not spread", agents, highest-lowest, retryPeriod)
-	}
-	if w := relistWindow(retryPeriod, watchBackoffMax); w != watchBackoffMax {
-		t.Errorf("relistWindow with the backoff past the retry period = %s, want the backoff %s", w, watchBackoffMax)
+		t.Errorf("%d retries span only %s of the %s window: not spread", agents, highest-lowest, retryPeriod)
 	}
 }
 

@@ -21,7 +21,7 @@ type leaseWatch struct {
 	// streamer, when set, lists and watches in one request (the store's StreamList).
 	streamer        streamingLister
 	namespace, name string
-	// retryPeriod is the election's: the window over which expired watches spread their new lists.
+	// retryPeriod is the election's: the window over which failed watches spread their next attempts.
 	retryPeriod time.Duration
 	clock       clock.Clock
 	log         logr.Logger
@@ -33,6 +33,16 @@ type leaseWatch struct {
 	synced   atomic.Bool
 	watching atomic.Bool
 	listedAt atomic.Int64
+
+	// leading is set while the elector leads; resume carries the elector's own writes of the lease as
+	// holder, and nil when it steps down (latest wins: see offer). A watch that is down resumes from such
+	// a write (see run).
+	leading atomic.Bool
+	resume  chan *Lease
+}
+
+func newLeaseWatch(store Store, streamer streamingLister, namespace, name string, retryPeriod time.Duration, clock clock.Clock, log logr.Logger) *leaseWatch {
+	return &leaseWatch{store: store, streamer: streamer, namespace: namespace, name: name, retryPeriod: retryPeriod, clock: clock, log: log, resume: make(chan *Lease, 1)}
 }
 
 // latest is the latest version of the lease seen, nil before the first and after a delete.
@@ -42,6 +52,34 @@ func (w *leaseWatch) latest() *Lease { return w.observed.Load() }
 // listed within the last window.
 func (w *leaseWatch) fresh(window time.Duration) bool {
 	return w.watching.Load() || w.clock.Since(time.Unix(0, w.listedAt.Load())) < window
+}
+
+// wrote tells the watch of l, which the elector just wrote as holder: the freshest version of the lease
+// there is, and one the API server it was written to can watch from.
+func (w *leaseWatch) wrote(l *Lease) { w.offer(l) }
+
+// lead tells the watch whether the elector leads. A step-down ends the wait of a leader's watch that is
+// down, which now retries on its own.
+func (w *leaseWatch) lead(leading bool) {
+	w.leading.Store(leading)
+	if !leading {
+		w.offer(nil)
+	}
+}
+
+// offer puts l in resume, in place of anything there: only the elector's loop sends, so it never waits.
+func (w *leaseWatch) offer(l *Lease) {
+	for {
+		select {
+		case w.resume <- l:
+			return
+		default:
+		}
+		select {
+		case <-w.resume:
+		default:
+		}
+	}
 }
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
@@ -58,24 +96,30 @@ const (
 	watchBackoffMax = 30 * time.Second
 )
 
-// watchRetryDelay is the wait after a failed list or watch: the backoff, or the server's Retry-After if
-// longer, plus jitter (drawn from [0, backoff)). It never undercuts the Retry-After.
-func watchRetryDelay(backoff, retryAfter, jitter time.Duration) time.Duration {
-	return max(backoff, retryAfter) + jitter
-}
-
-// relistWindow is the span over which the elections whose watches expired together (an API server
-// restarted, its watch cache too new for the versions they had) spread their new lists: the retry
-// period, or the backoff once it has grown past it. A late list costs no safety: a leader renews on its
-// own copy, and a follower without a watch reads the lease before it takes it.
-func relistWindow(retryPeriod, backoff time.Duration) time.Duration {
-	return max(retryPeriod, backoff)
+// watchRetryDelay is the wait of a watch after a failure: the backoff, or the server's Retry-After if
+// longer, plus a point drawn by jitter over the retry period, or over the backoff once it has grown past
+// it. The elections whose watches failed together (an API server restarted: every watch dropped, then
+// expired) so spread their next attempts, rather than all coming back in the same instant. A late watch
+// costs no safety: a leader renews on its own copy, and a follower without a watch judges the lease from
+// the last copy it saw and reads it before it takes it. It never undercuts the Retry-After.
+func watchRetryDelay(retryPeriod, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	return max(backoff, retryAfter) + jitter(max(retryPeriod, backoff))
 }
 
 // run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
 // name, then watches it from the list's resourceVersion, resuming from the last version seen (bookmarks
 // included) when the server ends a watch, and listing again when that version has expired. Where the
 // store and the API server can, the list and its watch are one request (StreamList); otherwise two.
+//
+// After a kube-apiserver restart every watch is down at once, and the versions they had have expired on
+// the new server. What comes back first, and what not at all, is chosen so that the leaders' renewals
+// meet as few other requests as can be:
+//   - a leader's watch waits for the leader's next renewal and resumes from the version it wrote, with
+//     no list: its renewals need no watch (each is a compare-and-swap), and its renewal is one the new
+//     server can watch from;
+//   - a follower's watch tries again at a point drawn over the retry period (or the backoff, when
+//     longer), so that thousands do not come back in the same instant; after a refused connection it
+//     lists, as the version it had has expired on the server that answers next.
 func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
 	notify := func(l *Lease) {
@@ -85,38 +129,76 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		default:
 		}
 	}
+	var resourceVersion string // "" lists first
+	// resumeFrom takes l, the elector's write (nil: it stepped down), as the version to watch from, and
+	// reports whether it did.
+	resumeFrom := func(l *Lease) bool {
+		if l == nil {
+			return false
+		}
+		resourceVersion = l.ResourceVersion
+		w.listed(l, notify)
+		return true
+	}
 	backoff := watchBackoffMin
 	wait := func(err error) {
 		if ctx.Err() != nil {
 			return // shutting down: the failure is the cancellation
 		}
-		retryAfter, _ := kubeclient.RetryAfterOf(err)
-		// Expiry is routine (the server compacted past the version this watch had), but it comes to every
-		// agent at once after an API server restart: its list waits for a point drawn over the relist
-		// window, so that they do not all list in the same instant. Anything else, such as an API server
-		// restart or missing rights, is shown, each time it happens, at most every watchBackoffMax once
-		// it persists. Even an expiry waits the backoff: a server that keeps expiring watches must not be
-		// listed in a tight loop.
-		var delay time.Duration
-		if kubeclient.IsResourceExpired(err) {
-			delay = watchRetryDelay(backoff, retryAfter, rand.N(relistWindow(w.retryPeriod, backoff)))
-			w.log.V(1).Info("The lease's watch expired; listing it again", "lease", label, "in", delay)
-		} else {
-			delay = watchRetryDelay(backoff, retryAfter, rand.N(backoff))
-			w.log.Error(err, "Watching the lease failed; retrying", "lease", label, "in", delay)
+		defer func() { backoff = min(2*backoff, watchBackoffMax) }()
+		// A write already in resume was made while the watch was up, and may be older than what it saw.
+		select {
+		case <-w.resume:
+		default:
 		}
+		// Expiry is routine (the server compacted past the version this watch had). Anything else, such
+		// as an API server restart or missing rights, is shown, each time it happens, at most every
+		// watchBackoffMax once it persists.
+		show := func(msg string, kv ...any) {
+			kv = append([]any{"lease", label}, kv...)
+			if kubeclient.IsResourceExpired(err) {
+				w.log.V(1).Info(msg, append(kv, "reason", err.Error())...)
+			} else {
+				w.log.Error(err, msg, kv...)
+			}
+		}
+		if w.leading.Load() {
+			show("Watching the lease failed; resuming after the next renewal")
+			select {
+			case <-ctx.Done():
+				return
+			case l := <-w.resume:
+				if resumeFrom(l) {
+					return
+				}
+			}
+		}
+		if kubeclient.IsConnectionRefused(err) {
+			resourceVersion = ""
+		}
+		retryAfter, _ := kubeclient.RetryAfterOf(err)
+		// Even an expiry waits the backoff: a server that keeps expiring watches must not be listed in a
+		// tight loop.
+		delay := watchRetryDelay(w.retryPeriod, backoff, retryAfter, rand.N[time.Duration])
+		show("Watching the lease failed; retrying", "in", delay, "list", resourceVersion == "")
 		t := w.clock.NewTimer(delay)
 		defer t.Stop()
-		select {
-		case <-ctx.Done():
-		case <-t.C():
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+				return
+			case l := <-w.resume:
+				if resumeFrom(l) {
+					return
+				}
+			}
 		}
-		backoff = min(2*backoff, watchBackoffMax)
 	}
 
 	// streaming: the store can stream a list and the server has not refused it.
 	streaming := w.streamer != nil
-	var resourceVersion string // "" lists first
 	for ctx.Err() == nil {
 		listing := resourceVersion == ""
 		if listing && !streaming {
