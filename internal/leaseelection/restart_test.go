@@ -222,6 +222,29 @@ func TestLeaderWatchWaitsForARenewalAndRetriesOnItsOwnOnceItStepsDown(t *testing
 	})
 }
 
+// TestLeaderWatchThatKeepsFailingBacksOff: a leader's watch that fails on every attempt (its rights to
+// watch are missing, say) is resumed after a renewal no sooner than its backoff allows, not at every
+// renewal.
+func TestLeaderWatchThatKeepsFailingBacksOff(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	settle()
+	_, _, before := store.watching()
+	failWatches(store, statusErr(403, "Forbidden"))
+	// 12 s: 24 renewals, in which the backoff (0.8, 1.6, 3.2, 6.4 s) allows 5 attempts.
+	for end := clock.Now().Add(12 * time.Second); clock.Now().Before(end); {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+	}
+	if !e.Status().IsLeader {
+		t.Fatal("it stopped leading")
+	}
+	if _, _, n := store.watching(); n-before > 5 {
+		t.Errorf("%d watches in 12 s of renewals every %s: want at most 5, as the backoff allows", n-before, testTiming.RetryPeriod)
+	}
+}
+
 // TestFollowerWatchListsOnlyAfterARefusedConnection: a follower's watch that failed resumes from the
 // version it had, except after a refused connection: no server was running, and the one that answers
 // next has a watch cache that starts after that version, so resuming would only expire.

@@ -83,14 +83,14 @@ func (w *leaseWatch) offer(l *Lease) {
 }
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
-// watchBackoffMax, each with up to as much again of jitter so that thousands of agents cut off by an API
-// server restart do not come back in step, and never shorter than the server's Retry-After. These are
-// client-go's reflector's: an API server restarting under thousands of watchers meets every one of them
-// again at the rate the cap allows: under 15,000 of them, a restarted API server took four times as
-// long to answer ready with 0.2 s to 10 s here (and the follower backoff before followerBackoff's
-// present form) as with these (docs/scale.md, runs 19-22). A follower whose watch is
-// down loses no takeover to the longer wait: it judges the lease from the last copy it saw, and reads
-// it before it takes it (see tryAcquire).
+// watchBackoffMax, each followed by a point drawn over the retry period (watchRetryDelay) so that
+// thousands of agents cut off by an API server restart do not come back in step, and never shorter than
+// the server's Retry-After. The figures are client-go's reflector's: an API server restarting under
+// thousands of watchers meets every one of them again at the rate the cap allows, and under 15,000 of
+// them a restarted API server took four times as long to answer ready with 0.2 s to 10 s here (and the
+// follower backoff before followerBackoff's present form) as with these (docs/scale.md, runs 19-22). A
+// follower whose watch is down loses no takeover to the longer wait: it judges the lease from the last
+// copy it saw, and reads it before it takes it (see tryAcquire).
 const (
 	watchBackoffMin = 800 * time.Millisecond
 	watchBackoffMax = 30 * time.Second
@@ -162,21 +162,16 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 				w.log.Error(err, msg, kv...)
 			}
 		}
+		retryAfter, _ := kubeclient.RetryAfterOf(err)
 		if w.leading.Load() {
 			show("Watching the lease failed; resuming after the next renewal")
-			select {
-			case <-ctx.Done():
+			if resumeFrom(w.awaitRenewal(ctx, max(backoff, retryAfter))) || ctx.Err() != nil {
 				return
-			case l := <-w.resume:
-				if resumeFrom(l) {
-					return
-				}
 			}
 		}
 		if kubeclient.IsConnectionRefused(err) {
 			resourceVersion = ""
 		}
-		retryAfter, _ := kubeclient.RetryAfterOf(err)
 		// Even an expiry waits the backoff: a server that keeps expiring watches must not be listed in a
 		// tight loop.
 		delay := watchRetryDelay(w.retryPeriod, backoff, retryAfter, rand.N[time.Duration])
@@ -232,6 +227,29 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 			wait(err)
 		}
 	}
+}
+
+// awaitRenewal is a leader's watch's wait after a failure: for the elector's next write as holder, and for
+// at least wait (the backoff, or the server's Retry-After), so that a watch that keeps failing (missing
+// rights, say) is asked no more often than a follower's. It returns the latest write, or nil when the
+// elector stepped down first (its watch then retries on its own) or ctx ended.
+func (w *leaseWatch) awaitRenewal(ctx context.Context, wait time.Duration) *Lease {
+	t := w.clock.NewTimer(wait)
+	defer t.Stop()
+	var latest *Lease
+	for waited := false; !waited || latest == nil; {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C():
+			waited = true
+		case latest = <-w.resume:
+			if latest == nil {
+				return nil
+			}
+		}
+	}
+	return latest
 }
 
 // listed records l (nil: there is no lease) as the lease's version a list read, and reports it.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -328,9 +329,11 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		Expect(p.Logs()).NotTo(ContainSubstring("forbidden"), "the chart's RBAC must cover everything leasegate-webhook does")
 	})
 
-	It("puts leasegate-webhook's own API requests at flowControl.priorityLevel, apart from the agents' workload-low", func(ctx SpecContext) {
+	It("puts leasegate-webhook's own API requests at flowControl.priorityLevel, and the agents' lease writes at a level of their own, apart from their reads in workload-low", func(ctx SpecContext) {
 		flowcontrol := cp.Client.FlowcontrolV1()
 		schema, err := flowcontrol.FlowSchemas().Get(ctx, "leasegate-webhook", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred(), "installed with the chart")
+		leaseWrites, err := flowcontrol.FlowSchemas().Get(ctx, "leasegate-lease-writes", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred(), "installed with the chart")
 		// The API server keeps its suggested configuration in place; a fresh one may still be creating it.
 		var serviceAccounts *flowcontrolv1.FlowSchema
@@ -339,14 +342,15 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			return err
 		}).WithTimeout(30 * time.Second).Should(Succeed())
 		levels := map[string]string{}
-		for _, name := range []string{"workload-high", "workload-low"} {
+		for _, name := range []string{"workload-high", "workload-low", "leasegate-lease-writes"} {
 			level, err := flowcontrol.PriorityLevelConfigurations().Get(ctx, name, metav1.GetOptions{})
 			Expect(err).NotTo(HaveOccurred())
 			levels[name] = string(level.UID)
 		}
 		// servedBy is the FlowSchema and priority level the API server says served a request of the
-		// service account: the X-Kubernetes-PF-* headers, set whatever the authorizer then decides.
-		servedBy := func(serviceAccount string) (flowSchemaUID, priorityLevelUID string) {
+		// service account (a read of a lease, or a write: method): the X-Kubernetes-PF-* headers, set
+		// whatever the authorizer then decides.
+		servedBy := func(serviceAccount, method string) (flowSchemaUID, priorityLevelUID string) {
 			if _, err := cp.Client.CoreV1().ServiceAccounts(chartNamespace).Get(ctx, serviceAccount, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				_, err = cp.Client.CoreV1().ServiceAccounts(chartNamespace).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: serviceAccount}}, metav1.CreateOptions{})
 				Expect(err).NotTo(HaveOccurred())
@@ -357,20 +361,38 @@ var _ = Describe("The Helm chart", Ordered, func() {
 			config.BearerToken = token.Status.Token
 			client, err := rest.HTTPClientFor(config)
 			Expect(err).NotTo(HaveOccurred())
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, config.Host+"/apis/coordination.k8s.io/v1/namespaces/"+chartNamespace+"/leases/leasegate-webhook", nil)
+			var body io.Reader
+			if method != http.MethodGet {
+				body = strings.NewReader("{}")
+			}
+			path := "/apis/coordination.k8s.io/v1/namespaces/" + chartNamespace + "/leases"
+			if method != http.MethodPost {
+				path += "/leasegate-webhook"
+			}
+			req, err := http.NewRequestWithContext(ctx, method, config.Host+path, body)
 			Expect(err).NotTo(HaveOccurred())
+			req.Header.Set("Content-Type", "application/json")
 			resp, err := client.Do(req)
 			Expect(err).NotTo(HaveOccurred())
 			resp.Body.Close()
 			return resp.Header.Get("X-Kubernetes-PF-FlowSchema-UID"), resp.Header.Get("X-Kubernetes-PF-PriorityLevel-UID")
 		}
 		Eventually(func(g Gomega) {
-			flowSchemaUID, priorityLevelUID := servedBy("leasegate-webhook")
-			g.Expect(flowSchemaUID).To(Equal(string(schema.UID)), "leasegate-webhook's requests match its FlowSchema")
+			flowSchemaUID, priorityLevelUID := servedBy("leasegate-webhook", http.MethodPut)
+			g.Expect(flowSchemaUID).To(Equal(string(schema.UID)), "leasegate-webhook's requests, its lease writes too, match its FlowSchema")
 			g.Expect(priorityLevelUID).To(Equal(levels["workload-high"]))
+			flowSchemaUID, priorityLevelUID = servedBy("an-app", http.MethodPut)
+			g.Expect(flowSchemaUID).To(Equal(string(leaseWrites.UID)), "an agent's renewal matches the lease writes' FlowSchema")
+			g.Expect(priorityLevelUID).To(Equal(levels["leasegate-lease-writes"]))
 		}).WithTimeout(30*time.Second).Should(Succeed(), "the API server's flow control picks up a new FlowSchema asynchronously")
-		flowSchemaUID, priorityLevelUID := servedBy("an-app")
-		Expect(flowSchemaUID).To(Equal(string(serviceAccounts.UID)), "another service account, as an agent's, stays with the rest")
+		flowSchemaUID, priorityLevelUID := servedBy("leasegate-webhook", http.MethodGet)
+		Expect(flowSchemaUID).To(Equal(string(schema.UID)))
+		Expect(priorityLevelUID).To(Equal(levels["workload-high"]))
+		flowSchemaUID, priorityLevelUID = servedBy("an-app", http.MethodPost)
+		Expect(flowSchemaUID).To(Equal(string(leaseWrites.UID)), "an agent's create of its lease is a lease write too")
+		Expect(priorityLevelUID).To(Equal(levels["leasegate-lease-writes"]))
+		flowSchemaUID, priorityLevelUID = servedBy("an-app", http.MethodGet)
+		Expect(flowSchemaUID).To(Equal(string(serviceAccounts.UID)), "an agent's reads stay with every other service account's")
 		Expect(priorityLevelUID).To(Equal(levels["workload-low"]))
 	})
 })

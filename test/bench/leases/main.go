@@ -63,6 +63,7 @@ func main() {
 	startRate := flag.Int("start-rate", 500, "electors started per second (a cluster's pods do not all start in one instant)")
 	renewals := flag.Int("renewals", 250, "leaders' renewals per second the API server is asked for at most: a row whose leases would renew more often at the default timing gets a longer one. The default is half of what this project's 2-core machine's API server carries, as docs/scale.md advises operators to size leases / P")
 	timeout := flag.Duration("recover-timeout", 5*time.Minute, "how long a scenario waits for every lease to be led before it reports the leases still unled")
+	flowControl := flag.Bool("flow-control", true, "install the chart's API Priority and Fairness objects (config/webhook/flowschema.yaml) before the rows, as a cluster with leasegate has them: every service account's lease writes, both clients' electors' included, get a priority level of their own; false leaves them in workload-low with the reads")
 	keepGoing := flag.Bool("keep-going", false, "when a scenario leaves leases unled after -recover-timeout, report it and go on with the row's next scenarios (and the next client) instead of stopping the run")
 	flag.Parse()
 	process.QuietControllerRuntime()
@@ -78,7 +79,7 @@ func main() {
 		var restartList []string
 		if restartList, err = parseList("-restarts", *restarts, []string{"apiserver", "etcd"}, true); err == nil {
 			err = run(context.Background(), config{counts: counts, candidates: *candidates, clients: clientList, restarts: restartList,
-				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, timeout: *timeout, down: *down, keepGoing: *keepGoing})
+				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, timeout: *timeout, down: *down, keepGoing: *keepGoing, flowControl: *flowControl})
 		}
 	}
 	if err != nil {
@@ -118,6 +119,8 @@ type config struct {
 	// keepGoing goes on past a scenario that left leases unled, so that a client whose cold start never
 	// converges still has its restart rows beside the other client's.
 	keepGoing bool
+	// flowControl installs the chart's flow control objects.
+	flowControl bool
 }
 
 // row is one steady-state measurement.
@@ -168,6 +171,11 @@ func run(ctx context.Context, cfg config) error {
 	if err := grantLeases(ctx, bench.Client); err != nil {
 		return err
 	}
+	if cfg.flowControl {
+		if err := installFlowControl(ctx, bench.Client); err != nil {
+			return err
+		}
+	}
 	if largest, _ := timingFor(slices.Max(cfg.counts), cfg.renewals); largest.LeaseDuration > lease.DefaultTiming.LeaseDuration {
 		if err := electionTiming(ctx, bench.Client, largest); err != nil {
 			return err
@@ -192,9 +200,9 @@ func run(ctx context.Context, cfg config) error {
 		}
 	}
 	versions, _ := checkout.PinnedVersions()
-	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s; a killed kube-apiserver down %s before it is started again.\n\n",
+	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s; a killed kube-apiserver down %s before it is started again; the chart's flow control objects installed: %t.\n\n",
 		time.Now().UTC().Format(time.DateOnly), versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], runtime.NumCPU(), loadBefore, loadAverage(),
-		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals, cfg.down)
+		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals, cfg.down, cfg.flowControl)
 	fmt.Println("| leases | electors | client | timing D / R / P | all led after | lease requests/s: renewals (PUT) / other | lease guard p50 / p99 (API server) | renewal p50 / p99 / max (leader) | Lease watches | leaders changed / two claims | API server RSS (added by the electors) | etcd RSS | webhook RSS | webhook's API requests/s | crash takeover median / max (budget D + M) |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, r := range rows {
