@@ -1,6 +1,7 @@
 package leaseelection
 
 import (
+	"context"
 	"net"
 	"net/url"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	clocktesting "k8s.io/utils/clock/testing"
 )
 
@@ -283,5 +285,42 @@ func TestFollowerWatchListsOnlyAfterARefusedConnection(t *testing.T) {
 				t.Errorf("%d lists after the failure, want %d", l-lists, tt.wantLists)
 			}
 		})
+	}
+}
+
+// TestWatchThatNeverListedRetriesWithinItsBackoff: the spread over the retry period is for watches that
+// come back; a watch whose first list failed, which the elector's first act waits for, tries again
+// within its backoff, whatever the retry period.
+func TestWatchThatNeverListedRetriesWithinItsBackoff(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	store.failLists = statusErr(503, "ServiceUnavailable")
+	const retryPeriod = time.Minute
+	w := newLeaseWatch(store, nil, "shop", "orders", retryPeriod, clock, logr.Discard())
+	if spread := w.retrySpread(); spread != 0 {
+		t.Errorf("a watch that never listed spreads over %s, want only its backoff", spread)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx, make(chan struct{}, 1))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	eventually(t, "its first list fails", func() bool {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		return store.lists == 1
+	})
+	store.mu.Lock()
+	store.failLists = nil
+	store.mu.Unlock()
+	settle()
+	clock.Step(2 * watchBackoffMin) // the first backoff and its jitter
+	eventually(t, "it lists again within its backoff", func() bool { return w.synced.Load() })
+	if spread := w.retrySpread(); spread != retryPeriod {
+		t.Errorf("a watch that listed spreads over %s, want the retry period %s", spread, retryPeriod)
 	}
 }
