@@ -216,10 +216,7 @@ func (s *memStore) restart(t *testing.T, change func(*Lease)) {
 	t.Helper()
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for w := range s.watchers {
-		close(w)
-	}
-	s.watchers = nil
+	s.endWatchersLocked()
 	next := decodeLease(t, s.object)
 	change(next)
 	s.storeLocked(next, Modified)

@@ -22,6 +22,11 @@ func cutWatches(s *memStore) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.endWatches = true
+	s.endWatchersLocked()
+}
+
+// endWatchersLocked ends every open watch, as a connection cut under them does.
+func (s *memStore) endWatchersLocked() {
 	for w := range s.watchers {
 		close(w)
 	}
@@ -131,10 +136,7 @@ func failWatches(s *memStore, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.failWatches = err
-	for w := range s.watchers {
-		close(w)
-	}
-	s.watchers = nil
+	s.endWatchersLocked()
 }
 
 func (s *memStore) watching() (open bool, lists, watches int) {
