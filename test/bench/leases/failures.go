@@ -41,7 +41,7 @@ func (f *failures) add(err error, msg string) {
 	var throttled *kubeclient.ThrottledError
 	switch {
 	case errors.As(err, &status):
-		kind = fmt.Sprintf("%d %s", status.Status.Code, status.Status.Reason)
+		kind = fmt.Sprintf("%d %s", status.Status.Code, status.Status.Reason) + refuser(status)
 	case errors.As(err, &throttled):
 		kind = "not sent: within an earlier " + throttled.Kind.String() + "'s Retry-After" // not by how long
 	}
@@ -57,6 +57,22 @@ func (f *failures) add(err error, msg string) {
 	if outOfFiles(err) {
 		f.outOfFiles++
 	}
+}
+
+// refuser says who refused a request with 403: an admission webhook, by its name (its message starts
+// `admission webhook "NAME" denied the request`), or else the authorizer (RBAC, impersonation). The
+// message itself names the lease and the user, so it would count every refusal as a kind of its own.
+func refuser(status *kubeclient.StatusError) string {
+	if status.Status.Code != 403 {
+		return ""
+	}
+	const webhook = `admission webhook "`
+	if _, rest, ok := strings.Cut(status.Status.Message, webhook); ok {
+		if name, _, ok := strings.Cut(rest, `"`); ok {
+			return " by admission webhook " + name
+		}
+	}
+	return " by the authorizer"
 }
 
 // outOfFiles reports whether err is this process having no file descriptor left for a connection.
@@ -81,14 +97,16 @@ func (f *failures) take() string {
 	return s
 }
 
-// String lists the counts, most frequent first.
+// String lists the counts, most frequent first (then by kind, so that a listing reads the same each time).
 func (f *failures) String() string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if len(f.counts) == 0 {
 		return "none"
 	}
-	keys := slices.SortedFunc(maps.Keys(f.counts), func(a, b string) int { return cmp.Compare(f.counts[b], f.counts[a]) })
+	keys := slices.SortedFunc(maps.Keys(f.counts), func(a, b string) int {
+		return cmp.Or(cmp.Compare(f.counts[b], f.counts[a]), strings.Compare(a, b))
+	})
 	var lines []string
 	for _, k := range keys {
 		lines = append(lines, fmt.Sprintf("%d x %s", f.counts[k], k))
