@@ -2,8 +2,8 @@ package main
 
 import (
 	"errors"
-	"net/http"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
