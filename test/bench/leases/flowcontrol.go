@@ -50,7 +50,7 @@ func installFlowControl(ctx context.Context, api kubernetes.Interface) error {
 			}
 			_, err = flowcontrol.FlowSchemas().Create(ctx, schema, metav1.CreateOptions{})
 		case "":
-			continue // the comment before the first document
+			continue // an empty document (a template that rendered nothing)
 		default:
 			return fmt.Errorf("%s: a %s, where only flow control objects are expected", flowControlManifests(), meta.Kind)
 		}
