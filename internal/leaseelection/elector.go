@@ -403,14 +403,37 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 // renewRetryDelay is when a leader whose renewal failed with err tries again, with left until its renew
 // deadline: after the server's Retry-After when it gave one, which is sooner than the retry period when
 // the server allows it (the renewals of leaders are what the shed followers' budget goes to), later when
-// it asks for longer; after the retry period otherwise; never past the deadline, where it steps down.
+// it asks for longer; after the retry period otherwise.
+//
+// A retry that would land on the deadline or past it comes halfway to the deadline instead, and so on,
+// down to a sixteenth of the retry period: a renewal tried at the deadline is a step-down, not a try.
+// Without this, a leader that failed a retry period before its deadline had lost its last try. That is
+// what a kube-apiserver restart does to the leaders whose deadline falls just after the server answers
+// again: their try before it was refused (the connection, or, for up to a second, the authorizer of a
+// server still starting), and they stepped down though the server answered in time. The halving is
+// bounded: about four more requests, only in a renew deadline's last retry period. A Retry-After is
+// still never undercut, and one that outlasts the deadline leaves the step-down to the deadline.
 func renewRetryDelay(retryPeriod time.Duration, err error, left time.Duration) time.Duration {
+	if left <= 0 {
+		return 0
+	}
 	wait := retryPeriod
-	if retryAfter, _ := kubeclient.RetryAfterOf(err); retryAfter > 0 {
+	retryAfter, _ := kubeclient.RetryAfterOf(err)
+	if retryAfter > 0 {
 		wait = retryAfter
 	}
-	return max(min(wait, left), 0)
+	if wait < left {
+		return wait
+	}
+	if half := left / 2; half >= retryPeriod/minRenewRetryDivisor && half >= retryAfter {
+		return half
+	}
+	return left
 }
+
+// minRenewRetryDivisor bounds the halving of renewRetryDelay: no retry comes sooner than the retry
+// period over this after the failure it follows.
+const minRenewRetryDivisor = 16
 
 // release stops leading and hands the lease back with an empty holder, as client-go's ReleaseOnCancel
 // does, so a follower takes it within a watch round trip instead of waiting for it to expire.

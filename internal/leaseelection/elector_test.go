@@ -3,6 +3,7 @@ package leaseelection
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"sync"
 	"testing"
@@ -395,6 +396,40 @@ func TestElectorStopsLeadingAtItsRenewDeadline(t *testing.T) {
 		defer mu.Unlock()
 		return len(changes) >= 2 && !changes[len(changes)-1]
 	})
+}
+
+// TestLeaderTriesAgainBeforeItsDeadlineNotAtIt: a leader whose renewal fails a retry period before its
+// renew deadline tries again halfway there, and keeps leading if that try succeeds, as when a restarted
+// API server answers again just before the deadline. A try at the deadline would be a step-down.
+func TestLeaderTriesAgainBeforeItsDeadlineNotAtIt(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	failing := func(fail bool) {
+		store.mu.Lock()
+		defer store.mu.Unlock()
+		store.failWrites = nil
+		if fail {
+			store.failWrites = errors.New("connection refused")
+		}
+	}
+	failing(true)
+	// Renewals at 0.5, 1, 1.5 s fail; the renew deadline is at 2 s.
+	for range 3 {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+	}
+	failing(false)
+	lastTry := start.Add(testTiming.RenewDeadline - testTiming.RetryPeriod/2)
+	clock.SetTime(lastTry)
+	eventually(t, "it renews halfway between its failed try and its deadline", func() bool {
+		return store.current().Spec.RenewTime.Time.Equal(lastTry)
+	})
+	clock.SetTime(start.Add(testTiming.RenewDeadline))
+	settle()
+	if !e.Status().IsLeader {
+		t.Fatal("it stopped leading at the deadline its last renewal had moved")
+	}
 }
 
 func TestElectorTakesAnExpiredLeaseAndNotBefore(t *testing.T) {

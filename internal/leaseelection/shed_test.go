@@ -117,6 +117,12 @@ func TestRenewRetryDelay(t *testing.T) {
 		{name: "shed with a long Retry-After: that long", err: shedErr(5 * time.Second), left: 8 * time.Second, want: 5 * time.Second},
 		{name: "never past the renew deadline", err: shedErr(30 * time.Second), left: 3 * time.Second, want: 3 * time.Second},
 		{name: "a 429 without Retry-After: the retry period", err: shedErr(0), left: 8 * time.Second, want: 2 * time.Second},
+		{name: "a retry period left: halfway to the deadline, not at it", err: errors.New("connection refused"), left: 2 * time.Second, want: time.Second},
+		{name: "less than a retry period left: halfway again", err: errors.New("403 Forbidden"), left: time.Second, want: 500 * time.Millisecond},
+		{name: "halving ends at a sixteenth of the retry period: the deadline", err: errors.New("connection refused"), left: 200 * time.Millisecond, want: 200 * time.Millisecond},
+		{name: "a Retry-After shorter than the time left: the Retry-After", err: shedErr(time.Second), left: 1500 * time.Millisecond, want: time.Second},
+		{name: "halfway would undercut the Retry-After: the deadline", err: shedErr(time.Second), left: time.Second, want: time.Second},
+		{name: "the deadline passed: at once, to step down", err: errors.New("context deadline exceeded"), left: -time.Millisecond, want: 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
