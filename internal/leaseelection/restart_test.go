@@ -290,17 +290,15 @@ func TestFollowerWatchListsOnlyAfterARefusedConnection(t *testing.T) {
 	}
 }
 
-// TestWatchThatNeverListedRetriesWithinItsBackoff: the spread over the retry period is for watches that
-// come back; a watch whose first list failed, which the elector's first act waits for, tries again
-// within its backoff, whatever the retry period.
-func TestWatchThatNeverListedRetriesWithinItsBackoff(t *testing.T) {
+// TestWatchThatNeverListedSpreadsItsRetryToo: a watch whose first list failed draws its next attempt over
+// the retry period, as one that had listed does: agents starting together whose first lists were shed
+// must not all come back within the backoff.
+func TestWatchThatNeverListedSpreadsItsRetryToo(t *testing.T) {
 	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
 	store.failLists = statusErr(503, "ServiceUnavailable")
-	const retryPeriod = time.Minute
+	// So long that a retry drawn over it lands within the backoff's first second once in millions.
+	const retryPeriod = 1000 * time.Hour
 	w := newLeaseWatch(store, nil, "shop", "orders", retryPeriod, clock, logr.Discard())
-	if spread := w.retrySpread(); spread != 0 {
-		t.Errorf("a watch that never listed spreads over %s, want only its backoff", spread)
-	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -311,18 +309,21 @@ func TestWatchThatNeverListedRetriesWithinItsBackoff(t *testing.T) {
 		cancel()
 		<-done
 	})
-	eventually(t, "its first list fails", func() bool {
+	lists := func() int {
 		store.mu.Lock()
 		defer store.mu.Unlock()
-		return store.lists == 1
-	})
+		return store.lists
+	}
+	eventually(t, "its first list fails", func() bool { return lists() == 1 })
 	store.mu.Lock()
 	store.failLists = nil
 	store.mu.Unlock()
 	settle()
-	clock.Step(2 * watchBackoffMin) // the first backoff and its jitter
-	eventually(t, "it lists again within its backoff", func() bool { return w.synced.Load() })
-	if spread := w.retrySpread(); spread != retryPeriod {
-		t.Errorf("a watch that listed spreads over %s, want the retry period %s", spread, retryPeriod)
+	clock.Step(watchBackoffMin + time.Second)
+	settle()
+	if n := lists(); n != 1 {
+		t.Fatalf("%d lists a second after the backoff: the first list's retry was not spread over the retry period", n)
 	}
+	clock.Step(retryPeriod)
+	eventually(t, "it lists again within the backoff and a retry period", func() bool { return w.synced.Load() })
 }

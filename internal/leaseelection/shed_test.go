@@ -30,7 +30,7 @@ func TestWatchRetryDelayNeverUndercutsRetryAfter(t *testing.T) {
 		want                time.Duration
 	}{
 		{name: "no Retry-After: the backoff", backoff: 800 * time.Millisecond, jitter: noJitter, want: 800 * time.Millisecond},
-		{name: "the jitter is drawn over the spread while the backoff is shorter", backoff: 800 * time.Millisecond, jitter: mostJitter, want: 800*time.Millisecond + retryPeriod - 1},
+		{name: "the jitter is drawn over the retry period while the backoff is shorter", backoff: 800 * time.Millisecond, jitter: mostJitter, want: 800*time.Millisecond + retryPeriod - 1},
 		{name: "the jitter is drawn over the backoff once it is longer", backoff: 10 * time.Second, jitter: mostJitter, want: 20*time.Second - 1},
 		{name: "a Retry-After longer than the backoff replaces it", backoff: 800 * time.Millisecond, retryAfter: 5 * time.Second, jitter: noJitter, want: 5 * time.Second},
 		{name: "the jitter comes on top of the Retry-After, so agents told alike do not return alike", backoff: 800 * time.Millisecond, retryAfter: 5 * time.Second, jitter: mostJitter, want: 7*time.Second - 1},

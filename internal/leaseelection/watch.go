@@ -83,8 +83,9 @@ func (w *leaseWatch) offer(l *Lease) {
 }
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
-// watchBackoffMax, each followed by a point drawn over the retry period (retrySpread) so that
-// thousands of agents cut off by an API server restart do not come back in step, and never shorter than
+// watchBackoffMax, each followed by a point drawn over the retry period (watchRetryDelay) so that
+// thousands of agents cut off by an API server restart, or starting together, do not come back in step,
+// and never shorter than
 // the server's Retry-After. The figures are client-go's reflector's: an API server restarting under
 // thousands of watchers meets every one of them again at the rate the cap allows, and under 15,000 of
 // them a restarted API server took four times as long to answer ready with 0.2 s to 10 s here (and the
@@ -97,25 +98,20 @@ const (
 )
 
 // watchRetryDelay is the wait of a watch after a failure: the backoff, or the server's Retry-After if
-// longer, plus a point drawn by jitter over spread, or over the backoff once it has grown past it. It
-// never undercuts the Retry-After.
-func watchRetryDelay(spread, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
-	return max(backoff, retryAfter) + jitter(max(spread, backoff))
-}
-
-// retrySpread is the window over which a watch that failed draws its next attempt beyond the backoff.
-// A watch that had listed the lease spreads over the retry period: the elections whose watches failed
-// together (an API server restarted: every watch dropped, then expired) so come back over a retry period
-// rather than in the same instant, and a late watch costs no safety, as a leader renews on its own copy
-// and a follower without a watch judges the lease from the last copy it saw and reads it before it takes
-// it. One that never listed it has no copy, and the elector's first act waits for its list (see Run): it
-// draws over the backoff alone, as client-go's reflector does, and agents starting together are spread
-// by their pods' own start.
-func (w *leaseWatch) retrySpread() time.Duration {
-	if w.synced.Load() {
-		return w.retryPeriod
-	}
-	return 0
+// longer, plus a point drawn by jitter over the retry period, or over the backoff once it has grown past
+// it. It never undercuts the Retry-After.
+//
+// The spread is the same for a watch that had listed the lease and for one that never did. The
+// elections whose watches failed together (an API server restarted: every watch dropped, then expired)
+// so come back over a retry period rather than in the same instant, and a late watch costs no safety: a
+// leader renews on its own copy, and a follower without a watch judges the lease from the last copy it
+// saw and reads it before it takes it. A first list that failed is spread too, though the elector's first
+// act waits for it, because that wait is bounded by a retry period too (see Run): drawn over the backoff
+// alone, the shed first lists of 15,000 agents starting together came back within a second, were shed
+// again, and every lease was led 15.8 s later than in the run before, where they were spread
+// (docs/scale.md, runs 33 and 41).
+func watchRetryDelay(retryPeriod, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	return max(backoff, retryAfter) + jitter(max(retryPeriod, backoff))
 }
 
 // run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
@@ -130,7 +126,7 @@ func (w *leaseWatch) retrySpread() time.Duration {
 //     no list: its renewals need no watch (each is a compare-and-swap), and its renewal is one the new
 //     server can watch from;
 //   - a follower's watch tries again at a point drawn over the retry period (or the backoff, when
-//     longer: retrySpread), so that thousands do not come back in the same instant; after a refused
+//     longer: watchRetryDelay), so that thousands do not come back in the same instant; after a refused
 //     connection it lists, as the version it had has expired on the server that answers next.
 func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
@@ -186,7 +182,7 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		}
 		// Even an expiry waits the backoff: a server that keeps expiring watches must not be listed in a
 		// tight loop.
-		delay := watchRetryDelay(w.retrySpread(), backoff, retryAfter, rand.N[time.Duration])
+		delay := watchRetryDelay(w.retryPeriod, backoff, retryAfter, rand.N[time.Duration])
 		show("Watching the lease failed; retrying", "in", delay, "list", resourceVersion == "")
 		t := w.clock.NewTimer(delay)
 		defer t.Stop()
