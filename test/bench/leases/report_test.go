@@ -119,6 +119,20 @@ func TestLeadersPerLease(t *testing.T) {
 	}
 }
 
+// TestLeadersPerLeaseOfAPopulationStillStarting: during a cold start the electors started so far may end
+// part way through a lease, whose first candidate may already lead; that lease counts once all its
+// candidates have started.
+func TestLeadersPerLeaseOfAPopulationStillStarting(t *testing.T) {
+	electors := []candidate{
+		&fakeCandidate{leading: true}, &fakeCandidate{}, &fakeCandidate{},
+		&fakeCandidate{leading: true}, &fakeCandidate{}, // lease 1: its third candidate has not started
+	}
+	leaders, fresh := leadersPerLease(electors, 3, time.Time{})
+	if want := []int{1}; !slices.Equal(leaders, want) || !slices.Equal(fresh, want) {
+		t.Errorf("leaders, fresh = %v, %v; want %v for the one lease whose candidates have all started", leaders, fresh, want)
+	}
+}
+
 func TestVerdict(t *testing.T) {
 	timing := lease.DefaultTiming
 	budget := lease.TakeoverBudget(timing.LeaseDuration, lease.DefaultClockSkewMargin)

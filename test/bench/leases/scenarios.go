@@ -117,10 +117,12 @@ func tally(leaders []int) (unled, claimedTwice int) {
 }
 
 // leadersPerLease counts, lease by lease, the electors that say they lead it, and those of them that
-// wrote their lease since when.
+// wrote their lease since when. A lease counts once all its candidates have started: during a cold
+// start the electors are a prefix of the row's, which may end part way through a lease.
 func leadersPerLease(electors []candidate, candidates int, since time.Time) (leaders, fresh []int) {
-	leaders, fresh = make([]int, len(electors)/candidates), make([]int, len(electors)/candidates)
-	for i, e := range electors {
+	leases := len(electors) / candidates
+	leaders, fresh = make([]int, leases), make([]int, leases)
+	for i, e := range electors[:leases*candidates] {
 		if e.leads() {
 			leaders[i/candidates]++
 			if !e.wrote().Before(since) {
