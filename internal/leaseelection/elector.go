@@ -156,9 +156,14 @@ func (e *Elector) Run(ctx context.Context) {
 	// The first act waits for the watch's first list (it comes through changed), up to a retry period:
 	// acting on that list, not on a read of the lease beside it, halves the reads of an agent starting,
 	// and thousands start at once when a node pool scales up or a control plane comes back. A list that
-	// does not come in time leaves the first act to read the lease itself.
+	// does not come in time leaves the first act to read the lease itself, and so does one that failed:
+	// the watch draws its retry over a retry period, so that agents starting together whose lists were
+	// shed do not all list again at once, and the first act does not wait for that. Its read is a read
+	// like the list, held back by the list's Retry-After if the server gave one, and backed off as a
+	// follower's when shed; it is not a second list.
 	timer := e.clock.NewTimer(e.cfg.Timing.RetryPeriod)
 	defer timer.Stop()
+	firstAct := true
 	// lapse fires when a term the lock grants on top of the renewals (termEnd) runs out: nothing else may
 	// happen then (the holder may still be renewing the object), and the step-down must reach the log,
 	// the metric and the status file at that instant, as Status already says it.
@@ -170,8 +175,15 @@ func (e *Elector) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
+			firstAct = false
 			timer.Reset(e.actNow(ctx))
+		case <-e.watch.firstListFailed:
+			if firstAct {
+				firstAct = false
+				timer.Reset(e.actNow(ctx))
+			}
 		case <-changed:
+			firstAct = false
 			if wait, now := e.react(); now {
 				timer.Reset(e.actNow(ctx))
 			} else if wait > 0 {
@@ -406,11 +418,11 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 // it asks for longer; after the retry period otherwise.
 //
 // A retry that would land on the deadline or past it comes halfway to the deadline instead, and so on,
-// down to a sixteenth of the retry period: a renewal tried at the deadline is a step-down, not a try.
-// Without this, a leader that failed a retry period before its deadline had lost its last try. That is
-// what a kube-apiserver restart does to the leaders whose deadline falls just after the server answers
-// again: their try before it was refused (the connection, or, for up to a second, the authorizer of a
-// server still starting), and they stepped down though the server answered in time. The halving is
+// down to a sixteenth of the retry period: a renewal tried at the deadline is a step-down, not a try, so
+// a leader that failed a retry period before its deadline would otherwise have had no last try. A
+// kube-apiserver restart does that to the leaders whose deadline falls just after the server answers
+// again: their try before it is refused (the connection, or, for up to a second, the authorizer of a
+// server still starting), and they would step down though the server answered in time. The halving is
 // bounded: about four more requests, only in a renew deadline's last retry period. A Retry-After is
 // still never undercut, and one that outlasts the deadline leaves the step-down to the deadline.
 func renewRetryDelay(retryPeriod time.Duration, err error, left time.Duration) time.Duration {

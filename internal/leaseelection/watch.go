@@ -39,10 +39,14 @@ type leaseWatch struct {
 	// a write (see run).
 	leading atomic.Bool
 	resume  chan *Lease
+
+	// firstListFailed is signalled when a list fails before any succeeded, so the elector's first act,
+	// which waits for that list, need not wait out the list's retry too (see Run).
+	firstListFailed chan struct{}
 }
 
 func newLeaseWatch(store Store, streamer streamingLister, namespace, name string, retryPeriod time.Duration, clock clock.Clock, log logr.Logger) *leaseWatch {
-	return &leaseWatch{store: store, streamer: streamer, namespace: namespace, name: name, retryPeriod: retryPeriod, clock: clock, log: log, resume: make(chan *Lease, 1)}
+	return &leaseWatch{store: store, streamer: streamer, namespace: namespace, name: name, retryPeriod: retryPeriod, clock: clock, log: log, resume: make(chan *Lease, 1), firstListFailed: make(chan struct{}, 1)}
 }
 
 // latest is the latest version of the lease seen, nil before the first and after a delete.
@@ -168,6 +172,12 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 				w.log.V(1).Info(msg, append(kv, "reason", err.Error())...)
 			} else {
 				w.log.Error(err, msg, kv...)
+			}
+		}
+		if !w.synced.Load() {
+			select {
+			case w.firstListFailed <- struct{}{}:
+			default:
 			}
 		}
 		retryAfter, _ := kubeclient.RetryAfterOf(err)
