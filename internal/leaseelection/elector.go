@@ -156,14 +156,9 @@ func (e *Elector) Run(ctx context.Context) {
 	// The first act waits for the watch's first list (it comes through changed), up to a retry period:
 	// acting on that list, not on a read of the lease beside it, halves the reads of an agent starting,
 	// and thousands start at once when a node pool scales up or a control plane comes back. A list that
-	// does not come in time leaves the first act to read the lease itself, and so does one that failed:
-	// the watch draws its retry over a retry period, so that agents starting together whose lists were
-	// shed do not all list again at once, and the first act does not wait for that. Its read is a read
-	// like the list, held back by the list's Retry-After if the server gave one, and backed off as a
-	// follower's when shed; it is not a second list.
+	// does not come in time leaves the first act to read the lease itself.
 	timer := e.clock.NewTimer(e.cfg.Timing.RetryPeriod)
 	defer timer.Stop()
-	firstAct := true
 	// lapse fires when a term the lock grants on top of the renewals (termEnd) runs out: nothing else may
 	// happen then (the holder may still be renewing the object), and the step-down must reach the log,
 	// the metric and the status file at that instant, as Status already says it.
@@ -175,15 +170,8 @@ func (e *Elector) Run(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case <-timer.C():
-			firstAct = false
 			timer.Reset(e.actNow(ctx))
-		case <-e.watch.firstListFailed:
-			if firstAct {
-				firstAct = false
-				timer.Reset(e.actNow(ctx))
-			}
 		case <-changed:
-			firstAct = false
 			if wait, now := e.react(); now {
 				timer.Reset(e.actNow(ctx))
 			} else if wait > 0 {

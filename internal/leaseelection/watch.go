@@ -39,14 +39,10 @@ type leaseWatch struct {
 	// a write (see run).
 	leading atomic.Bool
 	resume  chan *Lease
-
-	// firstListFailed is signalled when a list fails before any succeeded, so the elector's first act,
-	// which waits for that list, need not wait out the list's retry too (see Run).
-	firstListFailed chan struct{}
 }
 
 func newLeaseWatch(store Store, streamer streamingLister, namespace, name string, retryPeriod time.Duration, clock clock.Clock, log logr.Logger) *leaseWatch {
-	return &leaseWatch{store: store, streamer: streamer, namespace: namespace, name: name, retryPeriod: retryPeriod, clock: clock, log: log, resume: make(chan *Lease, 1), firstListFailed: make(chan struct{}, 1)}
+	return &leaseWatch{store: store, streamer: streamer, namespace: namespace, name: name, retryPeriod: retryPeriod, clock: clock, log: log, resume: make(chan *Lease, 1)}
 }
 
 // latest is the latest version of the lease seen, nil before the first and after a delete.
@@ -110,10 +106,10 @@ const (
 // so come back over a retry period rather than in the same instant, and a late watch costs no safety: a
 // leader renews on its own copy, and a follower without a watch judges the lease from the last copy it
 // saw and reads it before it takes it. A first list that failed is spread too, though the elector's first
-// act waits for it, because that wait is bounded by a retry period too (see Run): drawn over the backoff
-// alone, the shed first lists of 15,000 agents starting together came back within a second, were shed
-// again, and every lease was led 15.8 s later than in the run before, where they were spread
-// (docs/scale.md, runs 33 and 41).
+// act waits for it, because that wait is bounded by a retry period too (see Run), and thousands of agents
+// start together as thousands come back from a restart. Drawn over the backoff alone, the shed first
+// lists of 15,000 starting agents led every lease no sooner (docs/scale.md, runs 41 against 33, 42
+// and 46).
 func watchRetryDelay(retryPeriod, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	return max(backoff, retryAfter) + jitter(max(retryPeriod, backoff))
 }
@@ -172,12 +168,6 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 				w.log.V(1).Info(msg, append(kv, "reason", err.Error())...)
 			} else {
 				w.log.Error(err, msg, kv...)
-			}
-		}
-		if !w.synced.Load() {
-			select {
-			case w.firstListFailed <- struct{}{}:
-			default:
 			}
 		}
 		retryAfter, _ := kubeclient.RetryAfterOf(err)
