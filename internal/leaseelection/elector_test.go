@@ -405,21 +405,18 @@ func TestLeaderTriesAgainBeforeItsDeadlineNotAtIt(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
-	failing := func(fail bool) {
+	failWrites := func(err error) {
 		store.mu.Lock()
 		defer store.mu.Unlock()
-		store.failWrites = nil
-		if fail {
-			store.failWrites = errors.New("connection refused")
-		}
+		store.failWrites = err
 	}
-	failing(true)
+	failWrites(errors.New("connection refused"))
 	// Renewals at 0.5, 1, 1.5 s fail; the renew deadline is at 2 s.
 	for range 3 {
 		clock.Step(testTiming.RetryPeriod)
 		settle()
 	}
-	failing(false)
+	failWrites(nil)
 	lastTry := start.Add(testTiming.RenewDeadline - testTiming.RetryPeriod/2)
 	clock.SetTime(lastTry)
 	eventually(t, "it renews halfway between its failed try and its deadline", func() bool {

@@ -85,13 +85,12 @@ func (w *leaseWatch) offer(l *Lease) {
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
 // watchBackoffMax, each followed by a point drawn over the retry period (watchRetryDelay) so that
 // thousands of agents cut off by an API server restart, or starting together, do not come back in step,
-// and never shorter than
-// the server's Retry-After. The figures are client-go's reflector's: an API server restarting under
-// thousands of watchers meets every one of them again at the rate the cap allows, and under 15,000 of
-// them a restarted API server took four times as long to answer ready with 0.2 s to 10 s here (and the
-// follower backoff before followerBackoff's present form) as with these (docs/scale.md, runs 19-22). A
-// follower whose watch is down loses no takeover to the longer wait: it judges the lease from the last
-// copy it saw, and reads it before it takes it (see tryAcquire).
+// and never shorter than the server's Retry-After. The figures are client-go's reflector's: an API server
+// restarting under thousands of watchers meets every one of them again at the rate the cap allows, and
+// under 15,000 of them a restarted API server took four times as long to answer ready with 0.2 s to 10 s
+// here (and the follower backoff before followerBackoff's present form) as with these (docs/scale.md,
+// runs 19-22). A follower whose watch is down loses no takeover to the longer wait: it judges the lease
+// from the last copy it saw, and reads it before it takes it (see tryAcquire).
 const (
 	watchBackoffMin = 800 * time.Millisecond
 	watchBackoffMax = 30 * time.Second
