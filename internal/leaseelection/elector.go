@@ -397,13 +397,19 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
 			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
 	}
-	return renewRetryDelay(e.cfg.Timing.RetryPeriod, err, deadline.Sub(e.clock.Now()))
+	return renewRetryDelay(e.cfg.Timing.RetryPeriod, e.clock.Since(now), err, deadline.Sub(e.clock.Now()))
 }
 
-// renewRetryDelay is when a leader whose renewal failed with err tries again, with left until its renew
-// deadline: after the server's Retry-After when it gave one, which is sooner than the retry period when
-// the server allows it (the renewals of leaders are what the shed followers' budget goes to), later when
-// it asks for longer; after the retry period otherwise.
+// renewRetryDelay is when a leader whose renewal failed with err, after took, tries again, with left until
+// its renew deadline: after the server's Retry-After when it gave one, which is sooner than the retry
+// period when the server allows it (the renewals of leaders are what the shed followers' budget goes
+// to), later when it asks for longer; a retry period after the failed try started otherwise.
+//
+// The retry period counts from the try's start, not its failure, as client-go's renew loop polls: a try
+// that took long to fail must not put off the next by as long. A kube-apiserver restart does that: a
+// renewal sent to a server still starting can wait seconds for its refusal, and its leader, whose next
+// try is the first that can succeed, would renew that much later than client-go's. A Retry-After counts
+// from the answer that carried it, so it is never undercut. Still at most one try per retry period.
 //
 // A retry that would land on the deadline or past it comes halfway to the deadline instead, and so on,
 // down to a sixteenth of the retry period: a renewal tried at the deadline is a step-down, not a try, so
@@ -413,11 +419,11 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 // server still starting), and they would step down though the server answered in time. The halving is
 // bounded: about four more requests, only in a renew deadline's last retry period. A Retry-After is
 // still never undercut, and one that outlasts the deadline leaves the step-down to the deadline.
-func renewRetryDelay(retryPeriod time.Duration, err error, left time.Duration) time.Duration {
+func renewRetryDelay(retryPeriod, took time.Duration, err error, left time.Duration) time.Duration {
 	if left <= 0 {
 		return 0
 	}
-	wait := retryPeriod
+	wait := max(retryPeriod-took, 0)
 	retryAfter, _ := kubeclient.RetryAfterOf(err)
 	if retryAfter > 0 {
 		wait = retryAfter

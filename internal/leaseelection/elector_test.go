@@ -29,6 +29,9 @@ type memStore struct {
 	watchers map[chan Event]bool
 	// failWrites, when set, is what every Create and Update returns: an API server that cannot be reached.
 	failWrites error
+	// slowWrite, when set, runs at the start of every Create and Update, outside the lock: a write that
+	// takes the time it moves a fake clock by.
+	slowWrite func()
 	// compacted: a watch from a resourceVersion before it has expired (410), as after etcd compacts.
 	compacted int
 	// stalled: open watches deliver nothing more, their connections healthy (a stuck watch cache).
@@ -77,6 +80,7 @@ func (s *memStore) Get(_ context.Context, _, _ string) (*Lease, error) {
 }
 
 func (s *memStore) Create(_ context.Context, l *Lease) (*Lease, error) {
+	s.takeTime()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
@@ -90,6 +94,7 @@ func (s *memStore) Create(_ context.Context, l *Lease) (*Lease, error) {
 }
 
 func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
+	s.takeTime()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.writes++
@@ -103,6 +108,16 @@ func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 		return nil, statusErr(409, "Conflict")
 	}
 	return s.storeLocked(l, Modified), nil
+}
+
+// takeTime runs slowWrite, if set.
+func (s *memStore) takeTime() {
+	s.mu.Lock()
+	slow := s.slowWrite
+	s.mu.Unlock()
+	if slow != nil {
+		slow()
+	}
 }
 
 // storeLocked stores l, as JSON, at the next resourceVersion and tells the watchers.
@@ -427,6 +442,31 @@ func TestLeaderTriesAgainBeforeItsDeadlineNotAtIt(t *testing.T) {
 	if !e.Status().IsLeader {
 		t.Fatal("it stopped leading at the deadline its last renewal had moved")
 	}
+}
+
+// TestLeaderRetriesARetryPeriodAfterItsFailedTryStarted: a renewal that was slow to fail does not put off
+// the next try by as long.
+func TestLeaderRetriesARetryPeriodAfterItsFailedTryStarted(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
+	took := 3 * testTiming.RetryPeriod / 5
+	store.mu.Lock()
+	store.failWrites = errors.New("connection refused")
+	store.slowWrite = func() { clock.Step(took) }
+	store.mu.Unlock()
+	failedTry := start.Add(testTiming.RetryPeriod)
+	clock.SetTime(failedTry) // the renewal there fails after took
+	eventually(t, "its renewal fails", func() bool { return clock.Now().Equal(failedTry.Add(took)) })
+	settle()
+	store.mu.Lock()
+	store.failWrites, store.slowWrite = nil, nil
+	store.mu.Unlock()
+	nextTry := failedTry.Add(testTiming.RetryPeriod)
+	clock.SetTime(nextTry)
+	eventually(t, "it renews a retry period after the failed try started, not after it failed", func() bool {
+		return store.current().Spec.RenewTime.Time.Equal(nextTry)
+	})
 }
 
 func TestElectorTakesAnExpiredLeaseAndNotBefore(t *testing.T) {

@@ -107,10 +107,9 @@ func TestFollowerBackoffDoublesWhileShedAndHonoursRetryAfter(t *testing.T) {
 
 func TestRenewRetryDelay(t *testing.T) {
 	tests := []struct {
-		name string
-		err  error
-		left time.Duration
-		want time.Duration
+		name             string
+		err              error
+		took, left, want time.Duration
 	}{
 		{name: "a failure without Retry-After: the retry period", err: errors.New("connection refused"), left: 8 * time.Second, want: 2 * time.Second},
 		{name: "shed with a short Retry-After: sooner than the retry period", err: shedErr(time.Second), left: 8 * time.Second, want: time.Second},
@@ -123,11 +122,15 @@ func TestRenewRetryDelay(t *testing.T) {
 		{name: "a Retry-After shorter than the time left: the Retry-After", err: shedErr(time.Second), left: 1500 * time.Millisecond, want: time.Second},
 		{name: "halfway would undercut the Retry-After: the deadline", err: shedErr(time.Second), left: time.Second, want: time.Second},
 		{name: "the deadline passed: at once, to step down", err: errors.New("context deadline exceeded"), left: -time.Millisecond, want: 0},
+		{name: "a try that was slow to fail: a retry period after it started", err: errors.New("403 Forbidden"), took: 1500 * time.Millisecond, left: 8 * time.Second, want: 500 * time.Millisecond},
+		{name: "a try that failed after a retry period or more: at once", err: errors.New("context deadline exceeded"), took: 3 * time.Second, left: 8 * time.Second, want: 0},
+		{name: "a Retry-After counts from its answer however long the try took", err: shedErr(time.Second), took: 1500 * time.Millisecond, left: 8 * time.Second, want: time.Second},
+		{name: "a slow try with less than a retry period left: halfway to the deadline", err: errors.New("connection refused"), took: 500 * time.Millisecond, left: time.Second, want: 500 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := renewRetryDelay(2*time.Second, tt.err, tt.left); got != tt.want {
-				t.Errorf("renewRetryDelay(%v, %s left) = %s, want %s", tt.err, tt.left, got, tt.want)
+			if got := renewRetryDelay(2*time.Second, tt.took, tt.err, tt.left); got != tt.want {
+				t.Errorf("renewRetryDelay(%v after %s, %s left) = %s, want %s", tt.err, tt.took, tt.left, got, tt.want)
 			}
 		})
 	}
