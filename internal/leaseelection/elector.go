@@ -437,8 +437,8 @@ func renewRetryDelay(retryPeriod, took time.Duration, err error, left time.Durat
 	return left
 }
 
-// minRenewRetryDivisor bounds the halving of renewRetryDelay: no retry comes sooner than the retry
-// period over this after the failure it follows.
+// minRenewRetryDivisor bounds the halving of renewRetryDelay: no halved retry comes sooner than the
+// retry period over this after the failure it follows.
 const minRenewRetryDivisor = 16
 
 // release stops leading and hands the lease back with an empty holder, as client-go's ReleaseOnCancel
