@@ -10,10 +10,12 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/leaseelection"
 	"github.com/leasegate/leasegate/test/framework/process"
@@ -40,10 +42,46 @@ type candidate interface {
 	stop()
 }
 
-// writes is what the electors of a row share: the renewals' latencies, and every successful lease write.
+// writes is what the electors of a row share: the renewals' latencies, every successful lease write, and
+// every lease write the API server answered, by outcome, with how long each took.
 type writes struct {
 	renewals *latencies
 	count    atomic.Int64
+	outcomes writeOutcomes
+}
+
+// writeOutcomes counts the lease writes the API server answered, by answer, and times them all. Each
+// client's failures are its own to log (client-go's are not the harness's to see), so the comparison of
+// the two rests on these: client-go's REST client retries a 429 inside the request, after the server's
+// Retry-After, up to 10 times, so its writes are never refused 429 but some take that long to succeed.
+type writeOutcomes struct {
+	ok, conflicts, shed atomic.Int64
+	took                latencies
+}
+
+func (o *writeOutcomes) add(err error, took time.Duration) {
+	switch {
+	case err == nil:
+		o.ok.Add(1)
+	case kubeclient.IsConflict(err) || apierrors.IsConflict(err):
+		o.conflicts.Add(1)
+	case kubeclient.ReasonOf(err) == string(metav1.StatusReasonTooManyRequests) || apierrors.IsTooManyRequests(err):
+		o.shed.Add(1)
+	default:
+		return // not answered (a connection cut, a request not sent within a Retry-After), or refused otherwise
+	}
+	o.took.add(took)
+}
+
+// writeCounts is writeOutcomes at one instant.
+type writeCounts struct{ ok, conflicts, shed int64 }
+
+func (o *writeOutcomes) counts() writeCounts {
+	return writeCounts{o.ok.Load(), o.conflicts.Load(), o.shed.Load()}
+}
+
+func (c writeCounts) since(before writeCounts) writeCounts {
+	return writeCounts{c.ok - before.ok, c.conflicts - before.conflicts, c.shed - before.shed}
 }
 
 // lastWrite is a candidate's last successful write, and its crash switch.
@@ -70,7 +108,9 @@ func (l *lastWrite) write(w *writes, do func() error) error {
 		return errCrashed
 	}
 	start := time.Now()
-	if err := do(); err != nil {
+	err := do()
+	w.outcomes.add(err, time.Since(start))
+	if err != nil {
 		return err
 	}
 	w.renewals.add(time.Since(start))
@@ -236,6 +276,13 @@ func (l *latencies) add(d time.Duration) {
 	if l.on {
 		l.d = append(l.d, d)
 	}
+}
+
+// restart forgets the durations collected so far and collects from now on.
+func (l *latencies) restart() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.on, l.d = true, l.d[:0]
 }
 
 func (l *latencies) record(on bool) []time.Duration {

@@ -22,6 +22,14 @@ func flowControlManifests() string {
 	return filepath.Join(checkout.RepoRoot(), "config", "webhook", "flowschema.yaml")
 }
 
+// The API Priority and Fairness levels the electors' requests go to, whose shedding and queues the
+// scenarios report: the chart's level for lease writes (as config/webhook/flowschema.yaml names it; with
+// -flow-control=false none go there), and the built-in level of service accounts' other requests.
+const (
+	leaseWritesLevel = "leasegate-lease-writes"
+	readsLevel       = "workload-low"
+)
+
 // installFlowControl creates the chart's flow control objects, as a cluster with leasegate installed has
 // them: both clients' electors impersonate service accounts, so their lease writes go to the chart's
 // priority level and their reads stay in workload-low.
@@ -41,6 +49,9 @@ func installFlowControl(ctx context.Context, api kubernetes.Interface) error {
 			level := &flowcontrolv1.PriorityLevelConfiguration{}
 			if err := yaml.UnmarshalStrict(doc, level); err != nil {
 				return fmt.Errorf("%s: %w", flowControlManifests(), err)
+			}
+			if level.Name != leaseWritesLevel {
+				return fmt.Errorf("%s: priority level %q, where the harness reports on %q", flowControlManifests(), level.Name, leaseWritesLevel)
 			}
 			_, err = flowcontrol.PriorityLevelConfigurations().Create(ctx, level, metav1.CreateOptions{})
 		case "FlowSchema":

@@ -240,8 +240,8 @@ func printOutcomes(outcomes []outcome) {
 		return
 	}
 	fmt.Println()
-	fmt.Println("| leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | lease writes/s | leaders changed | two claims | API server RSS (peak) | goals |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println(outcomesHeading)
+	fmt.Println(strings.Repeat("|---", strings.Count(outcomesHeading, "|")-1) + "|")
 	for _, o := range outcomes {
 		fmt.Println(o.markdown(outcomes))
 	}

@@ -17,6 +17,9 @@ func loadAverage() string {
 	return "unknown"
 }
 
+// outcomesHeading heads the scenarios' table, a column for each of markdown's.
+const outcomesHeading = "| leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | shed (peak queued): lease writes' level / workload-low | lease writes answered: ok / conflict / 429 (p99) | lease writes/s | leaders changed | two claims | API server RSS (peak) | goals |"
+
 // markdown is the outcome's row of the scenarios' table, judged against the others of the same run.
 func (o outcome) markdown(all []outcome) string {
 	answering, led := "-", "not all"
@@ -42,9 +45,11 @@ func (o outcome) markdown(all []outcome) string {
 	if o.throttling.requests > 0 {
 		share = 100 * o.throttling.total / o.throttling.requests
 	}
-	return fmt.Sprintf("| %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f | %d | %d | %s | %s |",
+	w, r := o.throttling.writes, o.throttling.reads
+	return fmt.Sprintf("| %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f (%.0f) / %.0f (%.0f) | %d / %d / %d (%s) | %.0f | %d | %d | %s | %s |",
 		o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
-		o.throttling.peak, o.throttling.total, share, settled, o.budget(), o.writesPerSecond, o.leadersChanged, o.twoClaims,
+		o.throttling.peak, o.throttling.total, share, settled, o.budget(), w.rejected, w.peakQueued, r.rejected, r.peakQueued,
+		o.writes.ok, o.writes.conflicts, o.writes.shed, o.writeP99.Round(10*time.Millisecond), o.writesPerSecond, o.leadersChanged, o.twoClaims,
 		mib(o.apiServerRSS), o.verdict(all))
 }
 

@@ -19,40 +19,51 @@ func TestThrottle(t *testing.T) {
 		want      throttling
 	}{
 		{"no samples, nothing throttled", nil, t0, throttling{}},
-		{"one sample has no interval", []sample{{at(0), 100, 5}}, t0, throttling{}},
+		{"one sample has no interval", []sample{{at: at(0), requests: 100, throttled: 5}}, t0, throttling{}},
 		{
 			name:      "429s settle: the last second over 1% ends 2 s after answering",
-			samples:   []sample{{at(0), 0, 0}, {at(1), 100, 50}, {at(2), 300, 60}, {at(3), 500, 60}},
+			samples:   []sample{{at: at(0), requests: 0, throttled: 0}, {at: at(1), requests: 100, throttled: 50}, {at: at(2), requests: 300, throttled: 60}, {at: at(3), requests: 500, throttled: 60}},
 			answering: at(0),
 			want:      throttling{peak: 50, total: 60, requests: 500, lastOver: 2 * time.Second},
 		},
 		{
 			name:      "a share just under 1% is settled",
-			samples:   []sample{{at(0), 0, 0}, {at(1), 1000, 9}},
+			samples:   []sample{{at: at(0), requests: 0, throttled: 0}, {at: at(1), requests: 1000, throttled: 9}},
 			answering: at(0),
 			want:      throttling{peak: 9, total: 9, requests: 1000},
 		},
 		{
 			name:      "429s still over 1% in the last interval have not settled",
-			samples:   []sample{{at(0), 0, 0}, {at(1), 100, 0}, {at(2), 200, 10}},
+			samples:   []sample{{at: at(0), requests: 0, throttled: 0}, {at: at(1), requests: 100, throttled: 0}, {at: at(2), requests: 200, throttled: 10}},
 			answering: at(0),
 			want:      throttling{peak: 10, total: 10, requests: 200, lastOver: 2 * time.Second, overAtEnd: true},
 		},
 		{
 			name:      "counters reset by a restart count what the new API server answered",
-			samples:   []sample{{at(0), 5000, 100}, {at(4), 400, 40}, {at(5), 800, 40}},
+			samples:   []sample{{at: at(0), requests: 5000, throttled: 100}, {at: at(4), requests: 400, throttled: 40}, {at: at(5), requests: 800, throttled: 40}},
 			answering: at(3),
 			want:      throttling{peak: 10, total: 40, requests: 800, lastOver: time.Second},
 		},
 		{
 			name:      "429s before the API server answered again do not count against settling",
-			samples:   []sample{{at(0), 0, 0}, {at(1), 100, 100}, {at(2), 1100, 100}},
+			samples:   []sample{{at: at(0), requests: 0, throttled: 0}, {at: at(1), requests: 100, throttled: 100}, {at: at(2), requests: 1100, throttled: 100}},
 			answering: at(1),
 			want:      throttling{peak: 100, total: 100, requests: 1100},
 		},
 		{
+			name: "each priority level's rejections add up across a restart's reset, and its peak queue is the longest scraped",
+			samples: []sample{
+				{at: at(0), requests: 0, writes: levelSample{rejected: 10, queued: 5}, reads: levelSample{rejected: 0, queued: 0}},
+				{at: at(1), requests: 100, writes: levelSample{rejected: 30, queued: 40}, reads: levelSample{rejected: 7, queued: 90}},
+				{at: at(2), requests: 50, writes: levelSample{rejected: 4, queued: 0}, reads: levelSample{rejected: 1, queued: 2}},
+			},
+			answering: at(0),
+			want: throttling{requests: 150,
+				writes: levelThrottling{rejected: 24, peakQueued: 40}, reads: levelThrottling{rejected: 8, peakQueued: 90}},
+		},
+		{
 			name:      "the peak is per second over an interval longer than one",
-			samples:   []sample{{at(0), 0, 0}, {at(4), 1000, 400}},
+			samples:   []sample{{at: at(0), requests: 0, throttled: 0}, {at: at(4), requests: 1000, throttled: 400}},
 			answering: at(0),
 			want:      throttling{peak: 100, total: 400, requests: 1000, lastOver: 4 * time.Second, overAtEnd: true},
 		},
@@ -229,5 +240,25 @@ func TestParseList(t *testing.T) {
 				t.Fatalf("parseList = %v, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+func TestOutcomeRowFillsEveryColumnOfTheHeading(t *testing.T) {
+	o := outcome{
+		leases: 5000, client: clientAgent, scenario: scenarioCold,
+		timing: lease.Timing{LeaseDuration: 150 * time.Second, RenewDeadline: 100 * time.Second, RetryPeriod: 20 * time.Second},
+		led:    90 * time.Second,
+		throttling: throttling{total: 10, requests: 1000,
+			writes: levelThrottling{rejected: 24, peakQueued: 40}, reads: levelThrottling{rejected: 8, peakQueued: 90}},
+		writes: writeCounts{ok: 5, conflicts: 2, shed: 1}, writeP99: 1500 * time.Millisecond,
+	}
+	row := o.markdown([]outcome{o})
+	if got, want := strings.Count(row, "|"), strings.Count(outcomesHeading, "|"); got != want {
+		t.Errorf("the row has %d cell borders, the heading %d:\n%s\n%s", got, want, outcomesHeading, row)
+	}
+	for _, want := range []string{"| 24 (40) / 8 (90) |", "| 5 / 2 / 1 (1.5s) |"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %s: want the cell %q", row, want)
+		}
 	}
 }

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework/observe"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -40,6 +42,10 @@ type outcome struct {
 	// twoClaims are the leases seen with two electors saying they lead at once.
 	twoClaims    int
 	apiServerRSS int64 // peak while the scenario ran
+	// writes are the electors' lease writes the API server answered during the scenario, by answer, and
+	// writeP99 how long the 99th percentile of them took.
+	writes   writeCounts
+	writeP99 time.Duration
 	// outOfFiles are the electors' requests that failed because the harness had no file descriptor left
 	// (failures.outOfFiles): when any did, the scenario measured the harness's limit.
 	outOfFiles int
@@ -54,15 +60,34 @@ func (o outcome) budget() time.Duration {
 type sample struct {
 	at                  time.Time
 	requests, throttled float64 // answered in all, and answered 429, since the API server started
+	// writes and reads are the priority levels of the electors' lease writes and of their reads and
+	// watches (leaseWritesLevel, readsLevel).
+	writes, reads levelSample
+}
+
+// levelSample is one priority level's rejections since the API server started, and its requests waiting
+// in its queues at the scrape.
+type levelSample struct{ rejected, queued float64 }
+
+func levelOf(metrics observe.Metrics, level string) levelSample {
+	labels := map[string]string{"priority_level": level}
+	return levelSample{
+		rejected: metrics.Sum("apiserver_flowcontrol_rejected_requests_total", labels),
+		queued:   metrics.Sum("apiserver_flowcontrol_current_inqueue_requests", labels),
+	}
 }
 
 // throttling sums the API server's 429s over a scenario.
 type throttling struct {
-	peak      float64 // 429s per second, the highest over one interval between scrapes
-	total     float64 // 429s
-	requests  float64 // every request answered
-	lastOver  time.Duration
-	overAtEnd bool
+	peak     float64 // 429s per second, the highest over one interval between scrapes
+	total    float64 // 429s
+	requests float64 // every request answered
+	// writes and reads are what the priority levels of the lease writes and of the reads shed over the
+	// scenario, and the most requests waiting in their queues at a scrape: which of them held the
+	// electors back.
+	writes, reads levelThrottling
+	lastOver      time.Duration
+	overAtEnd     bool
 }
 
 // sampleEvery is how often a scenario counts the leases led: "every lease led after" is known to within
@@ -71,6 +96,14 @@ const sampleEvery = 250 * time.Millisecond
 
 // throttledShare is the share of requests a second may answer 429 and still count as settled.
 const throttledShare = 0.01
+
+// levelThrottling is one priority level's part in a scenario's throttling.
+type levelThrottling struct{ rejected, peakQueued float64 }
+
+func (l *levelThrottling) add(prev, cur levelSample) {
+	l.rejected += increase(prev.rejected, cur.rejected)
+	l.peakQueued = max(l.peakQueued, cur.queued)
+}
 
 // throttle sums the samples' intervals. A counter lower than the sample before it was reset by a restart
 // of the API server: the interval then counts what the new one answered. lastOver is how long after
@@ -83,6 +116,8 @@ func throttle(samples []sample, answering time.Time) throttling {
 		throttled, requests := increase(prev.throttled, cur.throttled), increase(prev.requests, cur.requests)
 		t.total += throttled
 		t.requests += requests
+		t.writes.add(prev.writes, cur.writes)
+		t.reads.add(prev.reads, cur.reads)
 		if seconds := cur.at.Sub(prev.at).Seconds(); seconds > 0 {
 			t.peak = max(t.peak, throttled/seconds)
 		}
@@ -171,7 +206,9 @@ func (m *monitor) scrape() {
 	}
 	m.samples = append(m.samples, sample{at: time.Now(),
 		requests:  metrics.Sum("apiserver_request_total", nil),
-		throttled: metrics.Sum("apiserver_request_total", map[string]string{"code": "429"})})
+		throttled: metrics.Sum("apiserver_request_total", map[string]string{"code": "429"}),
+		writes:    levelOf(metrics, leaseWritesLevel),
+		reads:     levelOf(metrics, readsLevel)})
 }
 
 func (m *monitor) stop() ([]sample, int64) {
@@ -208,7 +245,8 @@ func (p *population) all() []candidate {
 // (the 429s must have settled by then), for at most timeout.
 func runScenario(ctx context.Context, o outcome, pop *population, candidates int, w *writes, cp *process.ControlPlane, do event, timeout time.Duration, failed *failures) (outcome, error) {
 	m := startMonitor(cp)
-	writesBefore := w.count.Load()
+	writesBefore, outcomesBefore := w.count.Load(), w.outcomes.counts()
+	w.outcomes.took.restart()
 	start := time.Now()
 	type answer struct {
 		at  time.Time
@@ -270,6 +308,11 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		time.Sleep(sampleEvery)
 	}
 	samples, rss := m.stop()
+	o.writes = w.outcomes.counts().since(outcomesBefore)
+	if took := w.outcomes.took.record(false); len(took) > 0 {
+		slices.Sort(took)
+		o.writeP99 = took[len(took)*99/100]
+	}
 	if answering.IsZero() {
 		answering = start
 	}
