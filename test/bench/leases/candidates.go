@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -65,12 +66,19 @@ func (o *writeOutcomes) add(err error, took time.Duration) {
 		o.ok.Add(1)
 	case kubeclient.IsConflict(err) || apierrors.IsConflict(err):
 		o.conflicts.Add(1)
-	case kubeclient.ReasonOf(err) == string(metav1.StatusReasonTooManyRequests) || apierrors.IsTooManyRequests(err):
+	case tooManyRequests(err):
 		o.shed.Add(1)
 	default:
 		return // not answered (a connection cut, a request not sent within a Retry-After), or refused otherwise
 	}
 	o.took.add(took)
+}
+
+// tooManyRequests: the API server answered 429, as API Priority and Fairness does with a plain-text body
+// (no Status, so no reason), or a Status whose reason says so.
+func tooManyRequests(err error) bool {
+	var status *kubeclient.StatusError
+	return errors.As(err, &status) && status.Status.Code == http.StatusTooManyRequests || apierrors.IsTooManyRequests(err)
 }
 
 // writeCounts is writeOutcomes at one instant.

@@ -1,11 +1,17 @@
 package main
 
 import (
+	"errors"
+	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -260,5 +266,28 @@ func TestOutcomeRowFillsEveryColumnOfTheHeading(t *testing.T) {
 		if !strings.Contains(row, want) {
 			t.Errorf("row %s: want the cell %q", row, want)
 		}
+	}
+}
+
+func TestWriteOutcomesCountEachClientsAnswers(t *testing.T) {
+	var o writeOutcomes
+	o.took.restart()
+	for _, err := range []error{
+		nil,
+		&kubeclient.StatusError{Status: kubeclient.Status{Code: http.StatusConflict, Reason: "Conflict"}},
+		apierrors.NewConflict(schema.GroupResource{Group: "coordination.k8s.io", Resource: "leases"}, "lease-0", errors.New("stale")),
+		// API Priority and Fairness answers 429 in plain text: the agent's client has the code, no reason.
+		&kubeclient.StatusError{Status: kubeclient.Status{Code: http.StatusTooManyRequests}, RetryAfter: time.Second},
+		apierrors.NewTooManyRequests("shed", 1),
+		&kubeclient.ThrottledError{Wait: time.Second}, // not sent: not an answer
+		errors.New("connection reset by peer"),
+	} {
+		o.add(err, time.Second)
+	}
+	if got, want := o.counts(), (writeCounts{ok: 1, conflicts: 2, shed: 2}); got != want {
+		t.Errorf("counts %+v, want %+v", got, want)
+	}
+	if took := o.took.record(false); len(took) != 5 {
+		t.Errorf("%d writes timed, want the 5 answered", len(took))
 	}
 }
