@@ -108,7 +108,7 @@ func NewElector(cfg Config) (*Elector, error) {
 		cfg:    cfg,
 		name:   name,
 		clock:  cfg.Clock,
-		watch:  newLeaseWatch(cfg.Lock, cfg.Lock.streamer(), cfg.Namespace, cfg.Name, cfg.Timing.RetryPeriod, cfg.Clock, cfg.Log),
+		watch:  newLeaseWatch(cfg.Lock, cfg.Lock.streamer(), cfg.Namespace, cfg.Name, cfg.Timing, cfg.Clock, cfg.Log),
 		status: lease.Status{Lease: name},
 	}, nil
 }

@@ -11,6 +11,8 @@ import (
 
 	"github.com/go-logr/logr"
 	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // What an API server restart does to an elector: every watch drops, and the restarted server meets the
@@ -306,7 +308,7 @@ func TestWatchThatNeverListedSpreadsItsRetryToo(t *testing.T) {
 	store.failLists = statusErr(503, "ServiceUnavailable")
 	// So long that a retry drawn over it lands within the backoff's first second once in millions.
 	const retryPeriod = 1000 * time.Hour
-	w := newLeaseWatch(store, nil, "shop", "orders", retryPeriod, clock, logr.Discard())
+	w := newLeaseWatch(store, nil, "shop", "orders", lease.Timing{LeaseDuration: 2 * retryPeriod, RenewDeadline: retryPeriod, RetryPeriod: retryPeriod}, clock, logr.Discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -334,4 +336,103 @@ func TestWatchThatNeverListedSpreadsItsRetryToo(t *testing.T) {
 	}
 	clock.Step(retryPeriod)
 	eventually(t, "it lists again within the backoff and a retry period", func() bool { return w.synced.Load() })
+}
+
+// TestFollowerListsAfterARestartOverTheLeaseDuration: after a refused connection (the API server was
+// restarted) a follower's watch that had a copy of the lease draws its list over the lease duration, so
+// that the followers' lists do not crowd the leaders' renewals out of the restarted server; a watch cut
+// any other way resumes within the retry period, and one that never listed retries within it too, having
+// no copy to judge the lease from meanwhile.
+func TestFollowerListsAfterARestartOverTheLeaseDuration(t *testing.T) {
+	// A lease duration so long that a list drawn over it lands within the first minutes once in tens of
+	// thousands.
+	const retryPeriod, leaseDuration = time.Second, 1000 * time.Hour
+	timing := lease.Timing{LeaseDuration: leaseDuration, RenewDeadline: retryPeriod / 2, RetryPeriod: retryPeriod}
+	reset := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
+	runWatch := func(t *testing.T, store *memStore, clock *clocktesting.FakeClock) *leaseWatch {
+		w := newLeaseWatch(store, nil, "shop", "orders", timing, clock, logr.Discard())
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			w.run(ctx, make(chan struct{}, 1))
+		}()
+		t.Cleanup(func() {
+			cancel()
+			<-done
+		})
+		return w
+	}
+	// minutes moves the clock on a few times by more than any backoff and retry period.
+	minutes := func(clock *clocktesting.FakeClock) {
+		for range 3 {
+			settle()
+			clock.Step(watchBackoffMax + retryPeriod)
+		}
+		settle()
+	}
+	tests := []struct {
+		name string
+		err  error
+		// overLeaseDuration: the watch lists, not within minutes but within the lease duration.
+		overLeaseDuration bool
+	}{
+		{name: "refused: it lists over the lease duration", err: refused, overLeaseDuration: true},
+		{name: "reset: it resumes within the retry period", err: reset},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			store, clock := storeWith(t, heldLease("b-0_ub", start.Add(time.Hour))), clocktesting.NewFakeClock(start)
+			w := runWatch(t, store, clock)
+			eventually(t, "it watches", func() bool {
+				open, _, _ := store.watching()
+				return open && w.synced.Load()
+			})
+			_, lists, watches := store.watching()
+			failWatches(store, tt.err)
+			eventually(t, "its watch resumes and fails", func() bool {
+				settle()
+				if _, _, n := store.watching(); n > watches {
+					return true
+				}
+				clock.Step(watchBackoffMax) // the cut watch delivered nothing: it waits before it resumes
+				return false
+			})
+			failWatches(store, nil)
+			minutes(clock)
+			open, l, _ := store.watching()
+			if open == tt.overLeaseDuration || l != lists {
+				t.Fatalf("minutes after the failure: watch open %v after %d lists, want open %v after none", open, l-lists, !tt.overLeaseDuration)
+			}
+			if !tt.overLeaseDuration {
+				return
+			}
+			clock.Step(leaseDuration)
+			eventually(t, "it lists and watches within the lease duration", func() bool {
+				open, _, _ := store.watching()
+				return open
+			})
+			if _, l, _ := store.watching(); l != lists+1 {
+				t.Errorf("%d lists, want 1", l-lists)
+			}
+		})
+	}
+	t.Run("refused before its first list: it retries within the retry period", func(t *testing.T) {
+		store, clock := storeWith(t, heldLease("b-0_ub", start.Add(time.Hour))), clocktesting.NewFakeClock(start)
+		store.mu.Lock()
+		store.failLists = refused
+		store.mu.Unlock()
+		w := runWatch(t, store, clock)
+		eventually(t, "its first list is refused", func() bool {
+			_, l, _ := store.watching()
+			return l > 0
+		})
+		store.mu.Lock()
+		store.failLists = nil
+		store.mu.Unlock()
+		minutes(clock)
+		if !w.synced.Load() {
+			t.Fatal("it had not listed minutes after its first list was refused")
+		}
+	})
 }

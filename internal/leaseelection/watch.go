@@ -11,6 +11,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // leaseWatch keeps the latest version of one lease and says when it changed. It replaces client-go's
@@ -22,9 +23,11 @@ type leaseWatch struct {
 	streamer        streamingLister
 	namespace, name string
 	// retryPeriod is the election's: the window over which failed watches spread their next attempts.
-	retryPeriod time.Duration
-	clock       clock.Clock
-	log         logr.Logger
+	// leaseDuration is the election's too: the wider window over which a follower's watch spreads its list
+	// after the API server restarted (see run).
+	retryPeriod, leaseDuration time.Duration
+	clock                      clock.Clock
+	log                        logr.Logger
 
 	// observed is the latest version of the lease the watch delivered (nil before the first, and after a
 	// delete); synced is set once it has listed the lease, watching while a watch stream is open, listedAt
@@ -41,8 +44,12 @@ type leaseWatch struct {
 	resume  chan *Lease
 }
 
-func newLeaseWatch(store Store, streamer streamingLister, namespace, name string, retryPeriod time.Duration, clock clock.Clock, log logr.Logger) *leaseWatch {
-	return &leaseWatch{store: store, streamer: streamer, namespace: namespace, name: name, retryPeriod: retryPeriod, clock: clock, log: log, resume: make(chan *Lease, 1)}
+func newLeaseWatch(store Store, streamer streamingLister, namespace, name string, timing lease.Timing, clock clock.Clock, log logr.Logger) *leaseWatch {
+	return &leaseWatch{
+		store: store, streamer: streamer, namespace: namespace, name: name,
+		retryPeriod: timing.RetryPeriod, leaseDuration: timing.LeaseDuration,
+		clock: clock, log: log, resume: make(chan *Lease, 1),
+	}
 }
 
 // latest is the latest version of the lease seen, nil before the first and after a delete.
@@ -97,8 +104,9 @@ const (
 )
 
 // watchRetryDelay is the wait of a watch after a failure: the backoff, or the server's Retry-After if
-// longer, plus a point drawn by jitter over the retry period, or over the backoff once it has grown past
-// it. It never undercuts the Retry-After.
+// longer, plus a point drawn by jitter over the window (the retry period, or the lease duration for a
+// follower's list after a restart: see run), or over the backoff once it has grown past it. It never
+// undercuts the Retry-After.
 //
 // The spread is the same for a watch that had listed the lease and for one that never did. The
 // elections whose watches failed together (an API server restarted: every watch dropped, then expired)
@@ -109,8 +117,8 @@ const (
 // start together as thousands come back from a restart. Drawn over the backoff alone, the shed first
 // lists of 15,000 starting agents led every lease no sooner (docs/scale.md, runs 41 against 33, 42
 // and 46).
-func watchRetryDelay(retryPeriod, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
-	return max(backoff, retryAfter) + jitter(max(retryPeriod, backoff))
+func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
+	return max(backoff, retryAfter) + jitter(max(window, backoff))
 }
 
 // run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
@@ -125,8 +133,17 @@ func watchRetryDelay(retryPeriod, backoff, retryAfter time.Duration, jitter func
 //     no list: its renewals need no watch (each is a compare-and-swap), and its renewal is one the new
 //     server can watch from;
 //   - a follower's watch tries again at a point drawn over the retry period (or the backoff, when
-//     longer: watchRetryDelay), so that thousands do not come back in the same instant; after a refused
-//     connection it lists, as the version it had has expired on the server that answers next.
+//     longer: watchRetryDelay), so that thousands do not come back in the same instant;
+//   - after a refused connection a follower's watch lists, as the version it had has expired on the
+//     server that answers next, and draws that list over the lease duration instead: a list costs the
+//     restarted server far more than a renewal (a streamed list holds its seat until the new watch cache
+//     has filled), and the followers, two of every three agents at three candidates a lease, are what
+//     crowded the leaders' renewals and conflict reads out of a restarted API server at 5,000 leases
+//     (docs/scale.md, runs 57-59). The later watch costs no takeover: a follower judges the lease from
+//     the copy it has, whose expiry is at most a lease duration away, and reads the lease before it takes
+//     it. It costs only the prompt news of a release made in that window, which the follower then sees
+//     when its copy expires, as after a crash. A watch that never listed has no copy to judge from, and
+//     keeps the retry period.
 func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
 	notify := func(l *Lease) {
@@ -137,6 +154,8 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		}
 	}
 	var resourceVersion string // "" lists first
+	// relisting: the watch lists because a connection was refused, until a list succeeds.
+	relisting := false
 	// resumeFrom takes l, the elector's write (nil: it stepped down), as the version to watch from, and
 	// reports whether it did.
 	resumeFrom := func(l *Lease) bool {
@@ -177,11 +196,15 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 			}
 		}
 		if kubeclient.IsConnectionRefused(err) {
-			resourceVersion = ""
+			resourceVersion, relisting = "", true
+		}
+		window := w.retryPeriod
+		if relisting && w.synced.Load() {
+			window = w.leaseDuration
 		}
 		// Even an expiry waits the backoff: a server that keeps expiring watches must not be listed in a
 		// tight loop.
-		delay := watchRetryDelay(w.retryPeriod, backoff, retryAfter, rand.N[time.Duration])
+		delay := watchRetryDelay(window, backoff, retryAfter, rand.N[time.Duration])
 		show("Watching the lease failed; retrying", "in", delay, "list", resourceVersion == "")
 		t := w.clock.NewTimer(delay)
 		defer t.Stop()
@@ -209,7 +232,7 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 				wait(err)
 				continue
 			}
-			resourceVersion = rv
+			resourceVersion, relisting = rv, false
 			w.listed(l, notify)
 			continue
 		}
@@ -221,7 +244,7 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		}
 		progressed, err := w.follow(ctx, open, listing, &resourceVersion, notify)
 		if progressed {
-			backoff = watchBackoffMin
+			backoff, relisting = watchBackoffMin, false
 		}
 		switch {
 		case errors.Is(err, errStreamingListRefused), errors.Is(err, errStreamingListIgnored):
