@@ -207,13 +207,13 @@ func (l *recordedLock) outOfFiles(err error, msg string) error {
 }
 
 // startCandidate starts candidate c of lease i of the row, as pod "w<i>-<c>" of its namespace.
-func startCandidate(ctx context.Context, client string, pods *process.PodClients, row, i, c int, timing lease.Timing, w *writes, log logr.Logger) (candidate, error) {
-	namespace, leaseName := namespaceOf(row, client, i), fmt.Sprintf("lease-%d", i%leasesPerNamespace)
-	podName, podUID := fmt.Sprintf("w%d-%d", i, c), fmt.Sprintf("uid-%s-%d-%d-%d", client, row, i, c)
+func startCandidate(ctx context.Context, key rowKey, pods *process.PodClients, i, c int, timing lease.Timing, w *writes, log logr.Logger) (candidate, error) {
+	namespace, leaseName := key.namespace(i), fmt.Sprintf("lease-%d", i%leasesPerNamespace)
+	podName, podUID := fmt.Sprintf("w%d-%d", i, c), fmt.Sprintf("uid-%s-%d-%d-%d-%d", key.client, key.run, key.leases, i, c)
 	identity := lease.Identity(podName, podUID)
 	runCtx, cancel := context.WithCancel(ctx)
 	last := &lastWrite{}
-	if client == clientClientGo {
+	if key.client == clientClientGo {
 		lock := &recordedLock{Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Namespace: namespace, Name: leaseName},
 			Client:     pods.ClientGoFor(namespace, "default", podName, podUID),

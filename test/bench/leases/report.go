@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 )
@@ -18,7 +19,7 @@ func loadAverage() string {
 }
 
 // outcomesHeading heads the scenarios' table, a column for each of markdown's.
-const outcomesHeading = "| leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | shed (peak queued): lease writes' level / workload-low | lease writes answered: ok / conflict / 429 (p99) | lease writes/s | leaders changed | two claims | API server RSS (peak) | goals |"
+const outcomesHeading = "| run | leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | shed (peak queued): lease writes' level / workload-low | lease writes answered: ok / conflict / 429 (p99) | lease writes/s | leaders changed | two claims | API server RSS (peak) | goals |"
 
 // markdown is the outcome's row of the scenarios' table, judged against the others of the same run.
 func (o outcome) markdown(all []outcome) string {
@@ -46,8 +47,8 @@ func (o outcome) markdown(all []outcome) string {
 		share = 100 * o.throttling.total / o.throttling.requests
 	}
 	w, r := o.throttling.writes, o.throttling.reads
-	return fmt.Sprintf("| %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f (%.0f) / %.0f (%.0f) | %d / %d / %d (%s) | %.0f | %d | %d | %s | %s |",
-		o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
+	return fmt.Sprintf("| %d | %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f (%.0f) / %.0f (%.0f) | %d / %d / %d (%s) | %.0f | %d | %d | %s | %s |",
+		o.run, o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
 		o.throttling.peak, o.throttling.total, share, settled, o.budget(), w.rejected, w.peakQueued, r.rejected, r.peakQueued,
 		o.writes.ok, o.writes.conflicts, o.writes.shed, o.writeP99.Round(10*time.Millisecond), o.writesPerSecond, o.leadersChanged, o.twoClaims,
 		mib(o.apiServerRSS), o.verdict(all))
@@ -84,7 +85,7 @@ func (o outcome) verdict(all []outcome) string {
 		return "reference: " + strings.Join(missed, ", ")
 	}
 	for _, other := range all {
-		if other.client != clientClientGo || other.leases != o.leases || other.scenario != o.scenario || o.scenario == scenarioEtcdRestart || other.led == 0 || o.led == 0 {
+		if other.client != clientClientGo || other.run != o.run || other.leases != o.leases || other.scenario != o.scenario || o.scenario == scenarioEtcdRestart || other.led == 0 || o.led == 0 {
 			continue
 		}
 		if o.led > other.led+sampleEvery {
@@ -100,4 +101,129 @@ func (o outcome) verdict(all []outcome) string {
 		return "met"
 	}
 	return "missed: " + strings.Join(missed, ", ")
+}
+
+// mediansHeading heads the table of medians over the runs, a column for each of median's markdown.
+const mediansHeading = "| leases | scenario | client | runs | every lease led after: median (fastest - slowest) | after the answer: median (fastest - slowest) | runs with leases unled / two claims / 429s >= 1% past the budget | goals, on the medians |"
+
+// median is one scenario of one row size and client over the runs.
+type median struct {
+	leases           int
+	scenario, client string
+	runs             int
+	// led and recovered are over the runs in which every lease was led (outcome.led, outcome.recovered).
+	led, recovered []time.Duration
+	// unled, twoClaims and unsettled count the runs with leases left unled, with two claims, and with 429s
+	// at 1% or more past the budget after a restart.
+	unled, twoClaims, unsettled int
+}
+
+// medians gathers the outcomes of each scenario, row size and client over the runs, in the order they
+// first ran.
+func medians(outcomes []outcome) []median {
+	var ms []median
+	for _, o := range outcomes {
+		i := slices.IndexFunc(ms, func(m median) bool { return m.leases == o.leases && m.scenario == o.scenario && m.client == o.client })
+		if i < 0 {
+			ms = append(ms, median{leases: o.leases, scenario: o.scenario, client: o.client})
+			i = len(ms) - 1
+		}
+		m := &ms[i]
+		m.runs++
+		if o.led == 0 {
+			m.unled++
+		} else {
+			m.led = append(m.led, o.led)
+			m.recovered = append(m.recovered, o.recovered())
+		}
+		if o.twoClaims > 0 {
+			m.twoClaims++
+		}
+		if o.scenario != scenarioCold && (o.throttling.overAtEnd || o.throttling.lastOver > o.budget()) {
+			m.unsettled++
+		}
+	}
+	return ms
+}
+
+// middle is the median of ds (the mean of the two in the middle of an even count), 0 for none.
+func middle(ds []time.Duration) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(ds))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+// spread is a median with its fastest and slowest, or "-".
+func spread(ds []time.Duration) string {
+	if len(ds) == 0 {
+		return "-"
+	}
+	round := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
+	return fmt.Sprintf("%s (%s - %s)", round(middle(ds)), round(slices.Min(ds)), round(slices.Max(ds)))
+}
+
+// markdown is the median's row of the medians' table, judged against client-go's of the same scenario
+// and row size.
+func (m median) markdown(all []median) string {
+	recovered := "-"
+	if m.scenario != scenarioCold {
+		recovered = spread(m.recovered)
+	}
+	return fmt.Sprintf("| %d | %s | %s | %d | %s | %s | %d / %d / %d | %s |", m.leases, m.scenario, m.client, m.runs,
+		spread(m.led), recovered, m.unled, m.twoClaims, m.unsettled, m.verdict(all))
+}
+
+// verdict holds the medians to the goals as outcome.verdict holds one run: every run led every lease,
+// never with two claims, and its 429s settled within the budget; the agents' median no later than
+// client-go's, from the event and, after a restart, from the API server's answer.
+func (m median) verdict(all []median) string {
+	var missed []string
+	for _, c := range []struct {
+		runs int
+		what string
+	}{{m.unled, "leases left unled"}, {m.twoClaims, "two claims"}, {m.unsettled, "429s >= 1% past the budget"}} {
+		if c.runs > 0 {
+			missed = append(missed, fmt.Sprintf("%s in %d of %d runs", c.what, c.runs, m.runs))
+		}
+	}
+	if m.client != clientAgent {
+		if len(missed) == 0 {
+			return "reference"
+		}
+		return "reference: " + strings.Join(missed, ", ")
+	}
+	for _, other := range all {
+		if other.client != clientClientGo || other.leases != m.leases || other.scenario != m.scenario || m.scenario == scenarioEtcdRestart || len(other.led) == 0 || len(m.led) == 0 {
+			continue
+		}
+		if d := middle(m.led) - middle(other.led); d > sampleEvery {
+			missed = append(missed, fmt.Sprintf("led %s after client-go", d.Round(100*time.Millisecond)))
+		}
+		if d := middle(m.recovered) - middle(other.recovered); m.scenario != scenarioCold && d > sampleEvery {
+			missed = append(missed, fmt.Sprintf("led %s after client-go once the API server answered", d.Round(100*time.Millisecond)))
+		}
+	}
+	if len(missed) == 0 {
+		return "met"
+	}
+	return "missed: " + strings.Join(missed, ", ")
+}
+
+// printMedians prints the medians' table, when some row ran more than once.
+func printMedians(outcomes []outcome) {
+	ms := medians(outcomes)
+	if !slices.ContainsFunc(ms, func(m median) bool { return m.runs > 1 }) {
+		return
+	}
+	fmt.Println()
+	fmt.Println(mediansHeading)
+	fmt.Println(strings.Repeat("|---", strings.Count(mediansHeading, "|")-1) + "|")
+	for _, m := range ms {
+		fmt.Println(m.markdown(ms))
+	}
 }

@@ -178,6 +178,7 @@ func TestVerdict(t *testing.T) {
 		{"led before client-go only because the API server answered sooner", restart(5*time.Second, 15*time.Second), "missed: led 5s after client-go once the API server answered"},
 		{"led after client-go only because the API server answered later", restart(25*time.Second, 26*time.Second), "missed: led 6s after client-go"},
 		{"etcd restarts are not raced against client-go", good(clientAgent, scenarioEtcdRestart, time.Minute), "met"},
+		{"another run's client-go is not compared", func() outcome { o := good(clientAgent, scenarioCold, time.Minute); o.run = 2; return o }(), "met"},
 		{"another row size is not compared", outcome{leases: 5000, client: clientAgent, scenario: scenarioCold, timing: timing, led: time.Minute}, "met"},
 		{"unled leases", outcome{leases: 1000, client: clientAgent, scenario: scenarioAPIServerRestart, timing: timing, unledAtEnd: 3}, "missed: leases left unled"},
 		{"two claims", func() outcome { o := good(clientAgent, scenarioCold, time.Second); o.twoClaims = 1; return o }(), "missed: two claims"},
@@ -289,5 +290,84 @@ func TestWriteOutcomesCountEachClientsAnswers(t *testing.T) {
 	}
 	if took := o.took.record(false); len(took) != 5 {
 		t.Errorf("%d writes timed, want the 5 answered", len(took))
+	}
+}
+
+func TestMediansJudgeTheGoalsOverTheRuns(t *testing.T) {
+	timing := lease.DefaultTiming
+	budget := lease.TakeoverBudget(timing.LeaseDuration, lease.DefaultClockSkewMargin)
+	o := func(run int, client, scenario string, answering, led time.Duration) outcome {
+		return outcome{run: run, leases: 1000, client: client, scenario: scenario, timing: timing, answering: answering, led: led}
+	}
+	s := time.Second
+	for _, tc := range []struct {
+		name     string
+		outcomes []outcome
+		want     []string // the medians' rows, in order
+	}{
+		{
+			name: "one slow run does not miss the goal when the median meets it",
+			outcomes: []outcome{
+				o(1, clientAgent, scenarioCold, 0, 9*s), o(1, clientClientGo, scenarioCold, 0, 10*s),
+				o(2, clientAgent, scenarioCold, 0, 40*s), o(2, clientClientGo, scenarioCold, 0, 11*s),
+				o(3, clientAgent, scenarioCold, 0, 10*s), o(3, clientClientGo, scenarioCold, 0, 12*s),
+			},
+			want: []string{
+				"| 1000 | cold start | agent | 3 | 10s (9s - 40s) | - | 0 / 0 / 0 | met |",
+				"| 1000 | cold start | client-go | 3 | 11s (10s - 12s) | - | 0 / 0 / 0 | reference |",
+			},
+		},
+		{
+			name: "an even count's median is the mean of the middle two, and a restart is judged from the answer too",
+			outcomes: []outcome{
+				o(1, clientAgent, scenarioAPIServerRestart, 10*s, 20*s), o(1, clientClientGo, scenarioAPIServerRestart, 20*s, 25*s),
+				o(2, clientAgent, scenarioAPIServerRestart, 10*s, 30*s), o(2, clientClientGo, scenarioAPIServerRestart, 30*s, 35*s),
+			},
+			want: []string{
+				"| 1000 | kube-apiserver restart | agent | 2 | 25s (20s - 30s) | 15s (10s - 20s) | 0 / 0 / 0 | missed: led 10s after client-go once the API server answered |",
+				"| 1000 | kube-apiserver restart | client-go | 2 | 30s (25s - 35s) | 5s (5s - 5s) | 0 / 0 / 0 | reference |",
+			},
+		},
+		{
+			name: "a run that left leases unled, claimed twice or never settled misses, and is left out of the times",
+			outcomes: []outcome{
+				o(1, clientAgent, scenarioAPIServerRestart, 10*s, 0),
+				func() outcome { x := o(2, clientAgent, scenarioAPIServerRestart, 10*s, 12*s); x.twoClaims = 1; return x }(),
+				func() outcome {
+					x := o(3, clientAgent, scenarioAPIServerRestart, 10*s, 14*s)
+					x.throttling.lastOver = budget + s
+					return x
+				}(),
+			},
+			want: []string{
+				"| 1000 | kube-apiserver restart | agent | 3 | 13s (12s - 14s) | 3s (2s - 4s) | 1 / 1 / 1 | missed: leases left unled in 1 of 3 runs, two claims in 1 of 3 runs, 429s >= 1% past the budget in 1 of 3 runs |",
+			},
+		},
+		{
+			name: "row sizes are not compared with each other",
+			outcomes: []outcome{
+				o(1, clientAgent, scenarioCold, 0, time.Minute), o(2, clientAgent, scenarioCold, 0, time.Minute),
+				func() outcome { x := o(1, clientClientGo, scenarioCold, 0, s); x.leases = 5000; return x }(),
+			},
+			want: []string{
+				"| 1000 | cold start | agent | 2 | 1m0s (1m0s - 1m0s) | - | 0 / 0 / 0 | met |",
+				"| 5000 | cold start | client-go | 1 | 1s (1s - 1s) | - | 0 / 0 / 0 | reference |",
+			},
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ms := medians(tc.outcomes)
+			var got []string
+			for _, m := range ms {
+				row := m.markdown(ms)
+				if n, want := strings.Count(row, "|"), strings.Count(mediansHeading, "|"); n != want {
+					t.Errorf("row %s has %d cell borders, the heading %d", row, n, want)
+				}
+				got = append(got, row)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("medians:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
 	}
 }

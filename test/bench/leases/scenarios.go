@@ -22,6 +22,7 @@ const (
 
 // outcome is what one scenario did to one client's electors.
 type outcome struct {
+	run      int // 1 for the first run of the row (-runs)
 	leases   int
 	client   string
 	scenario string
