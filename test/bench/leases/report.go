@@ -19,7 +19,7 @@ func loadAverage() string {
 }
 
 // outcomesHeading heads the scenarios' table, a column for each of markdown's.
-const outcomesHeading = "| run | leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | shed (peak queued): lease writes' level / workload-low | lease writes answered: ok / conflict / 429 (p99) | lease writes/s | leaders changed | two claims | API server RSS (peak) | goals |"
+const outcomesHeading = "| run | leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | shed (peak queued): lease writes' level / workload-low | lease writes answered: ok / conflict / 429 (p99) | lease writes/s | leaders changed | two claims | CPU until every lease led: API server / electors | API server RSS (peak) | goals |"
 
 // markdown is the outcome's row of the scenarios' table, judged against the others of the same run.
 func (o outcome) markdown(all []outcome) string {
@@ -47,11 +47,19 @@ func (o outcome) markdown(all []outcome) string {
 		share = 100 * o.throttling.total / o.throttling.requests
 	}
 	w, r := o.throttling.writes, o.throttling.reads
-	return fmt.Sprintf("| %d | %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f (%.0f) / %.0f (%.0f) | %d / %d / %d (%s) | %.0f | %d | %d | %s | %s |",
+	return fmt.Sprintf("| %d | %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f (%.0f) / %.0f (%.0f) | %d / %d / %d (%s) | %.0f | %d | %d | %s | %s | %s |",
 		o.run, o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
 		o.throttling.peak, o.throttling.total, share, settled, o.budget(), w.rejected, w.peakQueued, r.rejected, r.peakQueued,
 		o.writes.ok, o.writes.conflicts, o.writes.shed, o.writeP99.Round(10*time.Millisecond), o.writesPerSecond, o.leadersChanged, o.twoClaims,
-		mib(o.apiServerRSS), o.verdict(all))
+		cpu(o.apiServerCPU, o.electorsCPU), mib(o.apiServerRSS), o.verdict(all))
+}
+
+// cpu is the API server's and the electors' CPU time, or "-" when the leases were never all led.
+func cpu(apiServer, electors time.Duration) string {
+	if apiServer == 0 && electors == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s / %s", apiServer.Round(100*time.Millisecond), electors.Round(100*time.Millisecond))
 }
 
 // recovered is how long after the API server answered again every lease was led (for a cold start, the

@@ -258,12 +258,13 @@ func TestOutcomeRowFillsEveryColumnOfTheHeading(t *testing.T) {
 		throttling: throttling{total: 10, requests: 1000,
 			writes: levelThrottling{rejected: 24, peakQueued: 40}, reads: levelThrottling{rejected: 8, peakQueued: 90}},
 		writes: writeCounts{ok: 5, conflicts: 2, shed: 1}, writeP99: 1500 * time.Millisecond,
+		apiServerCPU: 95 * time.Second, electorsCPU: 41200 * time.Millisecond,
 	}
 	row := o.markdown([]outcome{o})
 	if got, want := strings.Count(row, "|"), strings.Count(outcomesHeading, "|"); got != want {
 		t.Errorf("the row has %d cell borders, the heading %d:\n%s\n%s", got, want, outcomesHeading, row)
 	}
-	for _, want := range []string{"| 24 (40) / 8 (90) |", "| 5 / 2 / 1 (1.5s) |"} {
+	for _, want := range []string{"| 24 (40) / 8 (90) |", "| 5 / 2 / 1 (1.5s) |", "| 1m35s / 41.2s |"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("row %s: want the cell %q", row, want)
 		}
@@ -332,7 +333,11 @@ func TestMediansJudgeTheGoalsOverTheRuns(t *testing.T) {
 			name: "a run that left leases unled, claimed twice or never settled misses, and is left out of the times",
 			outcomes: []outcome{
 				o(1, clientAgent, scenarioAPIServerRestart, 10*s, 0),
-				func() outcome { x := o(2, clientAgent, scenarioAPIServerRestart, 10*s, 12*s); x.twoClaims = 1; return x }(),
+				func() outcome {
+					x := o(2, clientAgent, scenarioAPIServerRestart, 10*s, 12*s)
+					x.twoClaims = 1
+					return x
+				}(),
 				func() outcome {
 					x := o(3, clientAgent, scenarioAPIServerRestart, 10*s, 14*s)
 					x.throttling.lastOver = budget + s
@@ -367,6 +372,29 @@ func TestMediansJudgeTheGoalsOverTheRuns(t *testing.T) {
 			}
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("medians:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+func TestCPUUntilCountsTheAPIServersCPUAcrossARestart(t *testing.T) {
+	t0 := time.Unix(1000, 0)
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	samples := []sample{{at: at(0), cpu: 100}, {at: at(1), cpu: 101.5}, {at: at(3), cpu: 2}, {at: at(4), cpu: 4}, {at: at(5), cpu: 9}}
+	for _, tc := range []struct {
+		name  string
+		until time.Time
+		want  time.Duration
+	}{
+		{"before the second sample: nothing", at(0), 0},
+		{"one interval", at(1), 1500 * time.Millisecond},
+		{"a reset counts what the new process spent", at(3), 3500 * time.Millisecond},
+		{"samples after until are left out", at(4), 5500 * time.Millisecond},
+		{"all of them", at(9), 10500 * time.Millisecond},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := cpuUntil(samples, tc.until); got != tc.want {
+				t.Errorf("cpuUntil(%s) = %s, want %s", tc.until.Sub(t0), got, tc.want)
 			}
 		})
 	}

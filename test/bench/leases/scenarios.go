@@ -6,6 +6,7 @@ import (
 	"os"
 	"slices"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/leasegate/leasegate/internal/lease"
@@ -47,6 +48,10 @@ type outcome struct {
 	// writeP99 how long the 99th percentile of them took.
 	writes   writeCounts
 	writeP99 time.Duration
+	// apiServerCPU and electorsCPU are the CPU time kube-apiserver and this process (the electors, and
+	// the harness's own sampling, alike for both clients) spent from the event until every lease was led:
+	// on a machine they share, what one side spends the other cannot.
+	apiServerCPU, electorsCPU time.Duration
 	// outOfFiles are the electors' requests that failed because the harness had no file descriptor left
 	// (failures.outOfFiles): when any did, the scenario measured the harness's limit.
 	outOfFiles int
@@ -61,6 +66,7 @@ func (o outcome) budget() time.Duration {
 type sample struct {
 	at                  time.Time
 	requests, throttled float64 // answered in all, and answered 429, since the API server started
+	cpu                 float64 // the API server's CPU seconds since it started
 	// writes and reads are the priority levels of the electors' lease writes and of their reads and
 	// watches (leaseWritesLevel, readsLevel).
 	writes, reads levelSample
@@ -129,6 +135,24 @@ func throttle(samples []sample, answering time.Time) throttling {
 		t.overAtEnd = over && i == len(samples)-1
 	}
 	return t
+}
+
+// cpuUntil is the API server's CPU time over the samples up to until, across restarts.
+func cpuUntil(samples []sample, until time.Time) time.Duration {
+	var seconds float64
+	for i := 1; i < len(samples) && !samples[i].at.After(until); i++ {
+		seconds += increase(samples[i-1].cpu, samples[i].cpu)
+	}
+	return time.Duration(seconds * float64(time.Second))
+}
+
+// processCPU is this process's CPU time, user and system, so far.
+func processCPU() time.Duration {
+	var u syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+		return 0
+	}
+	return time.Duration(u.Utime.Nano() + u.Stime.Nano())
 }
 
 // increase is a counter's increase between two scrapes, the new value when it was reset in between.
@@ -208,6 +232,7 @@ func (m *monitor) scrape() {
 	m.samples = append(m.samples, sample{at: time.Now(),
 		requests:  metrics.Sum("apiserver_request_total", nil),
 		throttled: metrics.Sum("apiserver_request_total", map[string]string{"code": "429"}),
+		cpu:       metrics.Sum("process_cpu_seconds_total", nil),
 		writes:    levelOf(metrics, leaseWritesLevel),
 		reads:     levelOf(metrics, readsLevel)})
 }
@@ -248,7 +273,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 	m := startMonitor(cp)
 	writesBefore, outcomesBefore := w.count.Load(), w.outcomes.counts()
 	w.outcomes.took.restart()
-	start := time.Now()
+	start, cpuBefore := time.Now(), processCPU()
 	type answer struct {
 		at  time.Time
 		err error
@@ -287,6 +312,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		if !answering.IsZero() && o.led == 0 {
 			if notFresh, claimedTwice := tally(fresh); notFresh == 0 && claimedTwice == 0 {
 				o.led = time.Since(start)
+				o.electorsCPU = processCPU() - cpuBefore
 				o.writesPerSecond = float64(w.count.Load()-writesBefore) / o.led.Seconds()
 			}
 		}
@@ -318,6 +344,10 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		answering = start
 	}
 	o.throttling, o.apiServerRSS, o.twoClaims = throttle(samples, answering), rss, len(twice)
+	if o.led != 0 {
+		// The scrape after the moment counts: it holds the CPU spent up to it, within a second.
+		o.apiServerCPU = cpuUntil(samples, start.Add(o.led+time.Second))
+	}
 	return o, nil
 }
 
