@@ -308,17 +308,7 @@ func TestWatchThatNeverListedSpreadsItsRetryToo(t *testing.T) {
 	store.failLists = statusErr(503, "ServiceUnavailable")
 	// So long that a retry drawn over it lands within the backoff's first second once in millions.
 	const retryPeriod = 1000 * time.Hour
-	w := newLeaseWatch(store, nil, "shop", "orders", lease.Timing{LeaseDuration: 2 * retryPeriod, RenewDeadline: retryPeriod, RetryPeriod: retryPeriod}, clock, logr.Discard())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		w.run(ctx, make(chan struct{}, 1))
-	}()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-	})
+	w := runWatch(t, store, clock, lease.Timing{LeaseDuration: 2 * retryPeriod, RenewDeadline: retryPeriod, RetryPeriod: retryPeriod})
 	lists := func() int {
 		store.mu.Lock()
 		defer store.mu.Unlock()
@@ -349,20 +339,6 @@ func TestFollowerListsAfterARestartOverTheLeaseDuration(t *testing.T) {
 	const retryPeriod, leaseDuration = time.Second, 1000 * time.Hour
 	timing := lease.Timing{LeaseDuration: leaseDuration, RenewDeadline: retryPeriod / 2, RetryPeriod: retryPeriod}
 	reset := &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "read", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
-	runWatch := func(t *testing.T, store *memStore, clock *clocktesting.FakeClock) *leaseWatch {
-		w := newLeaseWatch(store, nil, "shop", "orders", timing, clock, logr.Discard())
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			w.run(ctx, make(chan struct{}, 1))
-		}()
-		t.Cleanup(func() {
-			cancel()
-			<-done
-		})
-		return w
-	}
 	// minutes moves the clock on a few times by more than any backoff and retry period.
 	minutes := func(clock *clocktesting.FakeClock) {
 		for range 3 {
@@ -383,7 +359,7 @@ func TestFollowerListsAfterARestartOverTheLeaseDuration(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			store, clock := storeWith(t, heldLease("b-0_ub", start.Add(time.Hour))), clocktesting.NewFakeClock(start)
-			w := runWatch(t, store, clock)
+			w := runWatch(t, store, clock, timing)
 			eventually(t, "it watches", func() bool {
 				open, _, _ := store.watching()
 				return open && w.synced.Load()
@@ -422,7 +398,7 @@ func TestFollowerListsAfterARestartOverTheLeaseDuration(t *testing.T) {
 		store.mu.Lock()
 		store.failLists = refused
 		store.mu.Unlock()
-		w := runWatch(t, store, clock)
+		w := runWatch(t, store, clock, timing)
 		eventually(t, "its first list is refused", func() bool {
 			_, l, _ := store.watching()
 			return l > 0
@@ -435,4 +411,20 @@ func TestFollowerListsAfterARestartOverTheLeaseDuration(t *testing.T) {
 			t.Fatal("it had not listed minutes after its first list was refused")
 		}
 	})
+}
+
+// runWatch runs a watch of lease shop/orders on store alone, without an elector, until the test ends.
+func runWatch(t *testing.T, store *memStore, clock *clocktesting.FakeClock, timing lease.Timing) *leaseWatch {
+	w := newLeaseWatch(store, nil, "shop", "orders", timing, clock, logr.Discard())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.run(ctx, make(chan struct{}, 1))
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	return w
 }

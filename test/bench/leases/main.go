@@ -263,11 +263,20 @@ func printOutcomes(outcomes []outcome) {
 	if len(outcomes) == 0 {
 		return
 	}
+	rows := make([]string, len(outcomes))
+	for i, o := range outcomes {
+		rows[i] = o.markdown(outcomes)
+	}
+	printTable(outcomesHeading, rows)
+}
+
+// printTable prints a markdown table after a blank line: its heading, the line under it, its rows.
+func printTable(heading string, rows []string) {
 	fmt.Println()
-	fmt.Println(outcomesHeading)
-	fmt.Println(strings.Repeat("|---", strings.Count(outcomesHeading, "|")-1) + "|")
-	for _, o := range outcomes {
-		fmt.Println(o.markdown(outcomes))
+	fmt.Println(heading)
+	fmt.Println(strings.Repeat("|---", strings.Count(heading, "|")-1) + "|")
+	for _, r := range rows {
+		fmt.Println(r)
 	}
 }
 

@@ -228,10 +228,9 @@ func printMedians(outcomes []outcome) {
 	if !slices.ContainsFunc(ms, func(m median) bool { return m.runs > 1 }) {
 		return
 	}
-	fmt.Println()
-	fmt.Println(mediansHeading)
-	fmt.Println(strings.Repeat("|---", strings.Count(mediansHeading, "|")-1) + "|")
-	for _, m := range ms {
-		fmt.Println(m.markdown(ms))
+	rows := make([]string, len(ms))
+	for i, m := range ms {
+		rows[i] = m.markdown(ms)
 	}
+	printTable(mediansHeading, rows)
 }
