@@ -133,7 +133,6 @@ func TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt(t *testing.T
 // refused is a request to an API server that is not running: nothing listens at its address.
 var refused = &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 
-// failWatches ends every open watch and makes each new one fail with err (nil: serve them again).
 // failWatches ends every open watch and answers the watches that follow with err (none if nil). It
 // returns how many watches were sent before, so that a test can tell how many met the previous error.
 func failWatches(s *memStore, err error) (watches int) {

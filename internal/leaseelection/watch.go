@@ -154,8 +154,8 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		}
 	}
 	var resourceVersion string // "" lists first
-	// relisting: the watch lists because a connection was refused, until a list succeeds or the elector's
-	// write gives it a version to watch from.
+	// relisting: the watch lists (resourceVersion is empty) because a connection was refused, until a
+	// list succeeds or the elector's write gives it a version to watch from.
 	relisting := false
 	// resumeFrom takes l, the elector's write (nil: it stepped down), as the version to watch from, and
 	// reports whether it did.
@@ -200,7 +200,7 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 			resourceVersion, relisting = "", true
 		}
 		window := w.retryPeriod
-		if relisting && resourceVersion == "" && w.synced.Load() {
+		if relisting && w.synced.Load() {
 			window = w.leaseDuration
 		}
 		// Even an expiry waits the backoff: a server that keeps expiring watches must not be listed in a
