@@ -1,6 +1,7 @@
 package leaseelection
 
 import (
+	"bytes"
 	"encoding/json"
 	"maps"
 
@@ -24,9 +25,13 @@ type Lease struct {
 	// Global is a MultiClusterLease's status: the election controller's latest answer. Nil for a Lease.
 	Global *GlobalAnswer
 
-	// others and otherMetadata are the object's other fields and its metadata's, as they were read.
-	// Shared between clones: nothing writes them after decoding.
-	others, otherMetadata map[string]json.RawMessage
+	// served is the object as the API server sent it, nil for one made here: an update writes back every
+	// field of it the elector does not read. Those are found when it writes (unread), not at every decode:
+	// a follower decodes each renewal of its lease that its watch brings and writes the lease only to take
+	// it. Shared between clones: nothing writes it after decoding.
+	served []byte
+	// apiVersion and kind, when set, are written in place of the served ones.
+	apiVersion, kind string
 }
 
 // GlobalAnswer is the part of a MultiClusterLease's status an elector reads.
@@ -52,9 +57,9 @@ func (l *Lease) Clone() *Lease {
 
 // The fields Lease reads; everything else is kept as it came.
 type leaseFields struct {
-	Metadata json.RawMessage `json:"metadata"`
-	Spec     lease.Spec      `json:"spec"`
-	Status   *GlobalAnswer   `json:"status"`
+	Metadata metadataFields `json:"metadata"`
+	Spec     lease.Spec     `json:"spec"`
+	Status   *GlobalAnswer  `json:"status"`
 }
 
 type metadataFields struct {
@@ -65,35 +70,30 @@ type metadataFields struct {
 	Annotations     map[string]string `json:"annotations"`
 }
 
-// UnmarshalJSON reads a Lease or MultiClusterLease and keeps the fields it does not read.
+// UnmarshalJSON reads a Lease or MultiClusterLease and keeps the object as it came for MarshalJSON.
 func (l *Lease) UnmarshalJSON(data []byte) error {
 	var known leaseFields
 	if err := json.Unmarshal(data, &known); err != nil {
 		return err
 	}
-	var meta metadataFields
-	if len(known.Metadata) > 0 {
-		if err := json.Unmarshal(known.Metadata, &meta); err != nil {
-			return err
-		}
-	}
-	others, otherMetadata, err := unread(data, known.Metadata)
-	if err != nil {
-		return err
-	}
+	meta := known.Metadata
 	*l = Lease{
 		Namespace: meta.Namespace, Name: meta.Name, ResourceVersion: meta.ResourceVersion, Generation: meta.Generation,
 		Annotations: meta.Annotations, Spec: known.Spec, Global: known.Status,
-		others: others, otherMetadata: otherMetadata,
+		served: bytes.Clone(data), // data is the decoder's, not ours to keep
 	}
 	return nil
 }
 
 // unread is the fields of an object and of its metadata that Lease does not read.
-func unread(object, metadata json.RawMessage) (others, otherMetadata map[string]json.RawMessage, err error) {
+func unread(object []byte) (others, otherMetadata map[string]json.RawMessage, err error) {
+	if len(object) == 0 {
+		return nil, nil, nil
+	}
 	if err := json.Unmarshal(object, &others); err != nil {
 		return nil, nil, err
 	}
+	metadata := others["metadata"]
 	delete(others, "metadata")
 	delete(others, "spec")
 	if len(metadata) > 0 && string(metadata) != "null" {
@@ -110,8 +110,12 @@ func unread(object, metadata json.RawMessage) (others, otherMetadata map[string]
 // MarshalJSON writes the object as read, with this Lease's metadata and spec. The status is written back
 // as it came (the API server ignores a MultiClusterLease's status on an update of the object).
 func (l *Lease) MarshalJSON() ([]byte, error) {
-	metadata := make(map[string]any, len(l.otherMetadata)+5)
-	for k, v := range l.otherMetadata {
+	others, otherMetadata, err := unread(l.served)
+	if err != nil {
+		return nil, err
+	}
+	metadata := make(map[string]any, len(otherMetadata)+5)
+	for k, v := range otherMetadata {
 		metadata[k] = v
 	}
 	metadata["name"] = l.Name
@@ -122,9 +126,12 @@ func (l *Lease) MarshalJSON() ([]byte, error) {
 	if len(l.Annotations) > 0 {
 		metadata["annotations"] = l.Annotations
 	}
-	object := make(map[string]any, len(l.others)+2)
-	for k, v := range l.others {
+	object := make(map[string]any, len(others)+4)
+	for k, v := range others {
 		object[k] = v
+	}
+	if l.apiVersion != "" {
+		object["apiVersion"], object["kind"] = l.apiVersion, l.kind
 	}
 	object["metadata"] = metadata
 	object["spec"] = l.Spec
@@ -134,11 +141,6 @@ func (l *Lease) MarshalJSON() ([]byte, error) {
 // typed is the object as written with apiVersion and kind set (a create has no fields read to keep).
 func (l *Lease) typed(apiVersion, kind string) *Lease {
 	c := *l
-	c.others = maps.Clone(l.others)
-	if c.others == nil {
-		c.others = map[string]json.RawMessage{}
-	}
-	c.others["apiVersion"], _ = json.Marshal(apiVersion)
-	c.others["kind"], _ = json.Marshal(kind)
+	c.apiVersion, c.kind = apiVersion, kind
 	return &c
 }
