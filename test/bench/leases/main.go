@@ -27,6 +27,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strings"
 	"sync"
@@ -65,6 +66,7 @@ func main() {
 	timeout := flag.Duration("recover-timeout", 5*time.Minute, "how long a scenario waits for every lease to be led before it reports the leases still unled")
 	flowControl := flag.Bool("flow-control", true, "install the chart's API Priority and Fairness objects (config/webhook/flowschema.yaml) before the rows, as a cluster with leasegate has them: every service account's lease writes, both clients' electors' included, get a priority level of their own; false leaves them in workload-low with the reads")
 	runs := flag.Int("runs", 1, "times each row runs, one run after the other on the same control plane; with more than one, each agent row is judged against client-go's of its own run, and a last table judges the medians over the runs")
+	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the electors' and the harness's) to this file, for `go tool pprof`")
 	keepGoing := flag.Bool("keep-going", false, "when a scenario leaves leases unled after -recover-timeout, report it and go on with the row's next scenarios (and the next client) instead of stopping the run")
 	flag.Parse()
 	process.QuietControllerRuntime()
@@ -75,6 +77,13 @@ func main() {
 			*leases, *candidates, *crashes, *startRate, *renewals, *runs, *window, *timeout, *down)
 		os.Exit(2)
 	}
+	stopProfile := func() {}
+	if *cpuProfile != "" {
+		if stopProfile, err = profileCPU(*cpuProfile); err != nil {
+			fmt.Fprintln(os.Stderr, "leases: -cpuprofile:", err)
+			os.Exit(2)
+		}
+	}
 	clientList, err := parseList("-client", *clients, []string{clientAgent, clientClientGo}, false)
 	if err == nil {
 		var restartList []string
@@ -83,10 +92,29 @@ func main() {
 				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, runs: *runs, timeout: *timeout, down: *down, keepGoing: *keepGoing, flowControl: *flowControl})
 		}
 	}
+	stopProfile()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "leases:", err)
 		os.Exit(1)
 	}
+}
+
+// profileCPU starts profiling this process's CPU into path, and returns what stops it and writes the file.
+func profileCPU(path string) (stop func(), err error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			fmt.Fprintln(os.Stderr, "leases: -cpuprofile:", err)
+		}
+	}, nil
 }
 
 // parseList reads a comma-separated flag whose values must be among known, each once.
