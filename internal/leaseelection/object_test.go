@@ -168,3 +168,24 @@ func BenchmarkLeaseEncode(b *testing.B) {
 		}
 	}
 }
+
+// A Lease keeps the object it was decoded from for its next write, and the decoder's buffer is not its
+// to keep: a watch decodes the next event into the same one.
+func TestLeaseKeepsItsOwnCopyOfTheServedObject(t *testing.T) {
+	buf := []byte(servedLease)
+	l := decodeLease(t, buf)
+	want, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = ' '
+	}
+	got, err := json.Marshal(l)
+	if err != nil {
+		t.Fatalf("after the decoder's buffer was reused: %v", err)
+	}
+	if string(got) != string(want) {
+		t.Errorf("after the decoder's buffer was reused the lease writes\n%s\nwant\n%s", got, want)
+	}
+}
