@@ -64,8 +64,6 @@ func reasonFor(code int) string {
 		return "Conflict"
 	case http.StatusNotFound:
 		return "NotFound"
-	case http.StatusForbidden:
-		return "Forbidden"
 	case http.StatusGone:
 		return "Gone"
 	}
@@ -97,9 +95,6 @@ func RetryAfterOf(err error) (time.Duration, bool) {
 	code := statusErr.Status.Code
 	return statusErr.RetryAfter, statusErr.RetryAfter > 0 || code == http.StatusTooManyRequests || code >= 500
 }
-
-// IsForbidden: the authorizer refused the request (403).
-func IsForbidden(err error) bool { return ReasonOf(err) == "Forbidden" }
 
 // IsConflict: a write's resourceVersion was stale (or two creates raced: the second is AlreadyExists).
 func IsConflict(err error) bool { return ReasonOf(err) == "Conflict" }

@@ -76,10 +76,6 @@ type Elector struct {
 	// that wait short.
 	shed      int
 	holdUntil time.Time
-	// restarting: this leader's last renewal was refused at the connection, or was refused by the
-	// authorizer after one: the API server is down or still starting, so the next renewal comes sooner
-	// than a retry period (restartRenewDelay).
-	restarting bool
 
 	// leaderUntil (Unix nanoseconds) is the renew deadline of the last successful renewal. Status never
 	// reports leadership past it, even if the loop has not run to step down: a process that was paused
@@ -401,42 +397,19 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",
 			"lease", e.name, "deadline", deadline.Format(time.RFC3339Nano))
 	}
-	// A starting kube-apiserver refuses requests in its authorizer for a second or so before its RBAC
-	// informers have synced, so a 403 that follows a refused connection is the same restart; a 403
-	// that does not is a real refusal and keeps the retry period.
-	e.restarting = kubeclient.IsConnectionRefused(err) || (e.restarting && kubeclient.IsForbidden(err))
-	wait := e.cfg.Timing.RetryPeriod - e.clock.Since(now)
-	if e.restarting {
-		wait = restartRenewDelay(e.cfg.Timing.RetryPeriod, rand.N[time.Duration])
-	}
-	return renewRetryDelay(e.cfg.Timing.RetryPeriod, wait, err, deadline.Sub(e.clock.Now()))
+	return renewRetryDelay(e.cfg.Timing.RetryPeriod, e.clock.Since(now), err, deadline.Sub(e.clock.Now()))
 }
 
-// restartRenewDelay is when a leader whose API server is down or starting (restarting) tries its renewal
-// again: at a point drawn over the second eighth of the retry period (jitter(d) draws from [0, d)).
+// renewRetryDelay is when a leader whose renewal failed with err, after took, tries again, with left until
+// its renew deadline: after the server's Retry-After when it gave one, which is sooner than the retry
+// period when the server allows it (the renewals of leaders are what the shed followers' budget goes
+// to), later when it asks for longer; a retry period after the failed try started otherwise.
 //
-// With every leader retrying once a retry period, as client-go's do, the last lease is renewed a whole
-// retry period after the server answers again: each leader's next try falls anywhere in it. A refused
-// connection costs the server nothing (no process listens) and the leader a dial, so trying sooner is
-// free until the server answers; then the leaders' renewals arrive over a quarter of the retry period,
-// at first about five and a half times their steady rate (the mean of 1/delay), which the priority level
-// of lease writes absorbs or sheds with a Retry-After that renewRetryDelay honours. The draw starts at
-// an eighth so that no leader spins, and spreads over another so that they do not come back in step.
-func restartRenewDelay(retryPeriod time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
-	return retryPeriod/8 + jitter(retryPeriod/8)
-}
-
-// renewRetryDelay is when a leader whose renewal failed with err tries again, having planned to wait
-// (negative: at once), with left until its renew deadline: after the server's Retry-After when it gave
-// one, which is sooner than the retry period when the server allows it (the renewals of leaders are what
-// the shed followers' budget goes to), later when it asks for longer; after wait otherwise.
-//
-// The caller's wait is a retry period after the failed try started, not after its failure, as
-// client-go's renew loop polls: a try that took long to fail must not put off the next by as long. A
-// kube-apiserver restart does that: a renewal sent to a server still starting can wait seconds for its
-// refusal, and its leader, whose next try is the first that can succeed, would renew that much later.
-// While the server is down or starting, the wait is shorter (restartRenewDelay). A Retry-After counts
-// from the answer that carried it, so it is never undercut.
+// The retry period counts from the try's start, not its failure, as client-go's renew loop polls: a try
+// that took long to fail must not put off the next by as long. A kube-apiserver restart does that: a
+// renewal sent to a server still starting can wait seconds for its refusal, and its leader, whose next
+// try is the first that can succeed, would renew that much later than client-go's. A Retry-After counts
+// from the answer that carried it, so it is never undercut. Still at most one try per retry period.
 //
 // A retry that would land on the deadline or past it comes halfway to the deadline instead, and so on,
 // down to a sixteenth of the retry period: a renewal tried at the deadline is a step-down, not a try, so
@@ -446,11 +419,11 @@ func restartRenewDelay(retryPeriod time.Duration, jitter func(time.Duration) tim
 // server still starting), and they would step down though the server answered in time. The halving is
 // bounded: about four more requests, only in a renew deadline's last retry period. A Retry-After is
 // still never undercut, and one that outlasts the deadline leaves the step-down to the deadline.
-func renewRetryDelay(retryPeriod, wait time.Duration, err error, left time.Duration) time.Duration {
+func renewRetryDelay(retryPeriod, took time.Duration, err error, left time.Duration) time.Duration {
 	if left <= 0 {
 		return 0
 	}
-	wait = max(wait, 0)
+	wait := max(retryPeriod-took, 0)
 	retryAfter, _ := kubeclient.RetryAfterOf(err)
 	if retryAfter > 0 {
 		wait = retryAfter
@@ -549,7 +522,6 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
 	e.current, e.known, e.lastRenew = l, l, renewTime
-	e.restarting = false
 	e.watch.wrote(l)
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }

@@ -2,7 +2,6 @@ package leaseelection
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"net/url"
 	"os"
@@ -133,88 +132,6 @@ func TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt(t *testing.T
 
 // refused is a request to an API server that is not running: nothing listens at its address.
 var refused = &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
-
-// reset is a request whose connection the API server's host reset: the server may be up.
-var reset = &url.Error{Op: "Put", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "read", Net: "tcp", Err: os.NewSyscallError("read", syscall.ECONNRESET)}}
-
-// TestLeaderRenewsSoonerWhileItsAPIServerRestarts: a leader whose renewal is refused at the connection
-// (no API server listens), or by the authorizer right after (a server still starting), tries again
-// within a quarter of the retry period, so that it renews soon after the server answers rather than up
-// to a retry period later. Every other failure, and a 403 that follows anything else, waits the retry
-// period, and a Retry-After is never undercut.
-func TestLeaderRenewsSoonerWhileItsAPIServerRestarts(t *testing.T) {
-	soon := testTiming.RetryPeriod/4 + time.Millisecond
-	forbidden := statusErr(403, "Forbidden")
-	type try struct {
-		after time.Duration // since the try before it (the first: since it took the lease)
-		err   error         // its answer; nil: it renews
-	}
-	tests := []struct {
-		name       string
-		tries      []try
-		wantSooner bool // the try after the last of tries comes within soon
-	}{
-		{name: "a refused connection: sooner", tries: []try{{testTiming.RetryPeriod, refused}}, wantSooner: true},
-		{name: "refused again and again: sooner each time", tries: []try{{testTiming.RetryPeriod, refused}, {soon, refused}, {soon, refused}}, wantSooner: true},
-		{name: "a 403 after a refused connection, the server starting: sooner", tries: []try{{testTiming.RetryPeriod, refused}, {soon, forbidden}}, wantSooner: true},
-		{name: "a 403 on its own, a real refusal: the retry period", tries: []try{{testTiming.RetryPeriod, forbidden}}},
-		{name: "a 403 after a renewal that followed a refused connection: the retry period", tries: []try{{testTiming.RetryPeriod, refused}, {soon, nil}, {testTiming.RetryPeriod, forbidden}}},
-		{name: "a reset connection, the server maybe up: the retry period", tries: []try{{testTiming.RetryPeriod, reset}}},
-		{name: "a 503 after a refused connection, the server asking for time: the retry period", tries: []try{{testTiming.RetryPeriod, refused}, {soon, statusErr(503, "ServiceUnavailable")}}},
-		{name: "a Retry-After after a refused connection: never undercut", tries: []try{{testTiming.RetryPeriod, refused}, {soon, shedErr(time.Second)}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
-			e, _ := runElector(t, store, clock, "a-0_ua")
-			eventually(t, "it leads", func() bool { return e.Status().IsLeader })
-			settle()
-			for i, try := range tt.tries {
-				store.mu.Lock()
-				store.failWrites = try.err
-				store.mu.Unlock()
-				_, before := store.counts()
-				clock.Step(try.after)
-				eventually(t, fmt.Sprintf("try %d (%v) is sent", i+1, try.err), func() bool { _, writes := store.counts(); return writes > before })
-				settle()
-			}
-			store.mu.Lock()
-			store.failWrites = nil
-			store.mu.Unlock()
-			_, before := store.counts()
-			clock.Step(soon)
-			if tt.wantSooner {
-				eventually(t, "it renews within a quarter of the retry period", func() bool { _, writes := store.counts(); return writes > before })
-				return
-			}
-			settle()
-			if _, writes := store.counts(); writes != before {
-				t.Fatalf("%d renewals within a quarter of the retry period after %v: want none", writes-before, tt.tries[len(tt.tries)-1].err)
-			}
-			clock.Step(time.Second)
-			eventually(t, "it renews later, still leading", func() bool { _, writes := store.counts(); return writes > before && e.Status().IsLeader })
-		})
-	}
-}
-
-func TestRestartRenewDelay(t *testing.T) {
-	const retryPeriod = 20 * time.Second
-	tests := []struct {
-		name   string
-		jitter func(time.Duration) time.Duration
-		want   time.Duration
-	}{
-		{name: "without jitter: an eighth of the retry period", jitter: noJitter, want: 2500 * time.Millisecond},
-		{name: "the most jitter: just under a quarter", jitter: mostJitter, want: 5*time.Second - time.Nanosecond},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := restartRenewDelay(retryPeriod, tt.jitter); got != tt.want {
-				t.Errorf("restartRenewDelay(%s) = %s, want %s", retryPeriod, got, tt.want)
-			}
-		})
-	}
-}
 
 // failWatches ends every open watch and answers the watches that follow with err (none if nil). It
 // returns how many watches were sent before, so that a test can tell how many met the previous error.

@@ -109,28 +109,28 @@ func TestRenewRetryDelay(t *testing.T) {
 	tests := []struct {
 		name             string
 		err              error
-		wait, left, want time.Duration
+		took, left, want time.Duration
 	}{
-		{name: "a failure without Retry-After: the retry period", wait: 2 * time.Second, err: errors.New("connection refused"), left: 8 * time.Second, want: 2 * time.Second},
-		{name: "shed with a short Retry-After: sooner than the retry period", wait: 2 * time.Second, err: shedErr(time.Second), left: 8 * time.Second, want: time.Second},
-		{name: "shed with a long Retry-After: that long", wait: 2 * time.Second, err: shedErr(5 * time.Second), left: 8 * time.Second, want: 5 * time.Second},
-		{name: "never past the renew deadline", wait: 2 * time.Second, err: shedErr(30 * time.Second), left: 3 * time.Second, want: 3 * time.Second},
-		{name: "a 429 without Retry-After: the retry period", wait: 2 * time.Second, err: shedErr(0), left: 8 * time.Second, want: 2 * time.Second},
-		{name: "a retry period left: halfway to the deadline, not at it", wait: 2 * time.Second, err: errors.New("connection refused"), left: 2 * time.Second, want: time.Second},
-		{name: "less than a retry period left: halfway again", wait: 2 * time.Second, err: errors.New("403 Forbidden"), left: time.Second, want: 500 * time.Millisecond},
-		{name: "halving ends at a sixteenth of the retry period: the deadline", wait: 2 * time.Second, err: errors.New("connection refused"), left: 200 * time.Millisecond, want: 200 * time.Millisecond},
-		{name: "a Retry-After shorter than the time left: the Retry-After", wait: 2 * time.Second, err: shedErr(time.Second), left: 1500 * time.Millisecond, want: time.Second},
-		{name: "halfway would undercut the Retry-After: the deadline", wait: 2 * time.Second, err: shedErr(time.Second), left: time.Second, want: time.Second},
-		{name: "the deadline passed: at once, to step down", wait: 2 * time.Second, err: errors.New("context deadline exceeded"), left: -time.Millisecond, want: 0},
-		{name: "a shorter wait (a try slow to fail, or a restart): that wait", wait: 500 * time.Millisecond, err: errors.New("403 Forbidden"), left: 8 * time.Second, want: 500 * time.Millisecond},
-		{name: "a wait already over (a try that took a retry period or more): at once", wait: -time.Second, err: errors.New("context deadline exceeded"), left: 8 * time.Second, want: 0},
-		{name: "a Retry-After longer than the wait: the Retry-After", wait: 500 * time.Millisecond, err: shedErr(time.Second), left: 8 * time.Second, want: time.Second},
-		{name: "a wait past the deadline: halfway to it", wait: 1500 * time.Millisecond, err: errors.New("connection refused"), left: time.Second, want: 500 * time.Millisecond},
+		{name: "a failure without Retry-After: the retry period", err: errors.New("connection refused"), left: 8 * time.Second, want: 2 * time.Second},
+		{name: "shed with a short Retry-After: sooner than the retry period", err: shedErr(time.Second), left: 8 * time.Second, want: time.Second},
+		{name: "shed with a long Retry-After: that long", err: shedErr(5 * time.Second), left: 8 * time.Second, want: 5 * time.Second},
+		{name: "never past the renew deadline", err: shedErr(30 * time.Second), left: 3 * time.Second, want: 3 * time.Second},
+		{name: "a 429 without Retry-After: the retry period", err: shedErr(0), left: 8 * time.Second, want: 2 * time.Second},
+		{name: "a retry period left: halfway to the deadline, not at it", err: errors.New("connection refused"), left: 2 * time.Second, want: time.Second},
+		{name: "less than a retry period left: halfway again", err: errors.New("403 Forbidden"), left: time.Second, want: 500 * time.Millisecond},
+		{name: "halving ends at a sixteenth of the retry period: the deadline", err: errors.New("connection refused"), left: 200 * time.Millisecond, want: 200 * time.Millisecond},
+		{name: "a Retry-After shorter than the time left: the Retry-After", err: shedErr(time.Second), left: 1500 * time.Millisecond, want: time.Second},
+		{name: "halfway would undercut the Retry-After: the deadline", err: shedErr(time.Second), left: time.Second, want: time.Second},
+		{name: "the deadline passed: at once, to step down", err: errors.New("context deadline exceeded"), left: -time.Millisecond, want: 0},
+		{name: "a try that was slow to fail: a retry period after it started", err: errors.New("403 Forbidden"), took: 1500 * time.Millisecond, left: 8 * time.Second, want: 500 * time.Millisecond},
+		{name: "a try that failed after a retry period or more: at once", err: errors.New("context deadline exceeded"), took: 3 * time.Second, left: 8 * time.Second, want: 0},
+		{name: "a Retry-After counts from its answer however long the try took", err: shedErr(time.Second), took: 1500 * time.Millisecond, left: 8 * time.Second, want: time.Second},
+		{name: "a slow try with less than a retry period left: halfway to the deadline", err: errors.New("connection refused"), took: 500 * time.Millisecond, left: time.Second, want: 500 * time.Millisecond},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := renewRetryDelay(2*time.Second, tt.wait, tt.err, tt.left); got != tt.want {
-				t.Errorf("renewRetryDelay(%v, wait %s, %s left) = %s, want %s", tt.err, tt.wait, tt.left, got, tt.want)
+			if got := renewRetryDelay(2*time.Second, tt.took, tt.err, tt.left); got != tt.want {
+				t.Errorf("renewRetryDelay(%v after %s, %s left) = %s, want %s", tt.err, tt.took, tt.left, got, tt.want)
 			}
 		})
 	}
