@@ -69,8 +69,10 @@ type Elector struct {
 	leading   bool
 	lastRenew time.Time
 	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
-	// while its connection stays healthy); the next attempt reads the lease first.
+	// while its connection stays healthy); the next attempt reads the lease first, unless the watch has
+	// brought another copy than raceCopy, the one it had when the race was lost: then it is live.
 	readFirst bool
+	raceCopy  *Lease
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
 	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
 	// that wait short.
@@ -273,6 +275,13 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	// down (an API server restart), each attempt reads the lease first.
 	base := e.watch.latest()
 	fresh := e.watch.fresh(retry)
+	if e.readFirst && fresh && base != e.raceCopy {
+		// The watch brought the lease since the race was lost (the winner's write, as a rule), so it is
+		// not stalled and its copy is the base: no read. Every race a cold start has leaves its losers,
+		// two of every three candidates, with a read that would compete with the first lists of the
+		// electors whose leases are still unled.
+		e.readFirst = false
+	}
 	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
 	}
@@ -691,7 +700,7 @@ func (e *Elector) logAttempt(err error, what string) {
 	if kubeclient.IsConflict(err) || kubeclient.IsAlreadyExists(err) {
 		// Another candidate won the race, or our copy was stale: the watch brings the current lease, and
 		// the next attempt reads it first in case the watch does not.
-		e.readFirst = true
+		e.readFirst, e.raceCopy = true, e.watch.latest()
 		e.cfg.Log.V(1).Info("Lost the race for the lease", "lease", e.name, "attempt", what)
 		return
 	}

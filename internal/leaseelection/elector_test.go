@@ -593,6 +593,46 @@ func TestElectorReadsTheLeaseAfterLosingARaceOnAStalledWatch(t *testing.T) {
 	})
 }
 
+// TestElectorThatLostARaceReadsNothingOnceItsWatchBringsTheWinner: a race lost on a stale copy leaves
+// the next attempt to read the lease first only while the watch has brought nothing since; once it
+// brings the winner's write, its copy is the base, and the elector takes the lease when that copy
+// expires without a read.
+func TestElectorThatLostARaceReadsNothingOnceItsWatchBringsTheWinner(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+	store.mu.Lock()
+	store.stalled = true
+	store.mu.Unlock()
+	// b renews where the stalled watch does not show it, so a's take on its expired copy conflicts.
+	store.write(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: start.Add(2 * time.Second)} })
+	_, writes := store.counts()
+	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
+	eventually(t, "its take on the stale copy is sent", func() bool { _, w := store.counts(); return w > writes })
+	settle()
+	if holderOf(store.current()) != "b-0_ub" {
+		t.Fatalf("lease held by %q, want b-0_ub: the take should have lost", holderOf(store.current()))
+	}
+	// The watch comes back to life with b's next renewal.
+	store.mu.Lock()
+	store.stalled = false
+	store.mu.Unlock()
+	renewed := clock.Now()
+	store.write(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: renewed} })
+	eventually(t, "its watch brings b's renewal", func() bool { l := e.watch.latest(); return l != nil && l.Spec.RenewTime.Time.Equal(renewed) })
+	clock.Step(testTiming.RetryPeriod)
+	settle()
+	if gets, _ := store.counts(); gets != 0 || e.Status().IsLeader {
+		t.Fatalf("%d reads, leading %v, a retry period after the lost race: want no read, b still holding", gets, e.Status().IsLeader)
+	}
+	// b stops renewing: a takes the lease when the watch's copy expires, on that copy.
+	clock.SetTime(renewed.Add(4*time.Second + time.Millisecond))
+	eventually(t, "it takes the lease once the watch's copy expires", func() bool { return e.Status().IsLeader })
+	if gets, _ := store.counts(); gets != 0 {
+		t.Errorf("%d reads of the lease: want none, the watch being live", gets)
+	}
+}
+
 func TestElectorStepsDownWhenTheLeaseIsTakenFromIt(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
