@@ -124,7 +124,10 @@ func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time
 // run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
 // name, then watches it from the list's resourceVersion, resuming from the last version seen (bookmarks
 // included) when the server ends a watch, and listing again when that version has expired. Where the
-// store and the API server can, the list and its watch are one request (StreamList); otherwise two.
+// store and the API server can, the list and its watch are one request (StreamList); otherwise two, and
+// also after a streamed list timed out waiting for the server's watch cache (a server past its capacity,
+// whose cache lags etcd: 10,769 such answers to the agents' streamed lists at 5,000 leases in
+// docs/scale.md's run 71), until a list succeeds: a plain list is then answered from etcd.
 //
 // After a kube-apiserver restart every watch is down at once, and the versions they had have expired on
 // the new server. What comes back first, and what not at all, is chosen so that the leaders' renewals
@@ -225,15 +228,20 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 
 	// streaming: the store can stream a list and the server has not refused it.
 	streaming := w.streamer != nil
+	// listPlainly: the last streamed list timed out waiting for the server's watch cache to catch up with
+	// etcd, as a server past its capacity answers; until a list succeeds, lists are plain ones, which such
+	// a server answers from etcd, and the watch from their version does not wait for the cache. Streaming
+	// again would hold a seat in the server's queues until the same timeout, for nothing.
+	listPlainly := false
 	for ctx.Err() == nil {
 		listing := resourceVersion == ""
-		if listing && !streaming {
+		if listing && (!streaming || listPlainly) {
 			l, rv, err := w.store.List(ctx, w.namespace, w.name)
 			if err != nil {
 				wait(err)
 				continue
 			}
-			resourceVersion, relisting = rv, false
+			resourceVersion, relisting, listPlainly = rv, false, false
 			w.listed(l, notify)
 			continue
 		}
@@ -245,7 +253,7 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		}
 		progressed, err := w.follow(ctx, open, listing, &resourceVersion, notify)
 		if progressed {
-			backoff, relisting = watchBackoffMin, false
+			backoff, relisting, listPlainly = watchBackoffMin, false, false
 		}
 		switch {
 		case errors.Is(err, errStreamingListRefused), errors.Is(err, errStreamingListIgnored):
@@ -254,6 +262,9 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		case err != nil:
 			if kubeclient.IsResourceExpired(err) {
 				resourceVersion = ""
+			}
+			if listing && kubeclient.IsTooLargeResourceVersion(err) {
+				listPlainly = true
 			}
 			wait(err)
 		}
