@@ -576,15 +576,22 @@ func TestElectorBacksOffWhenWatchesEndAtOnce(t *testing.T) {
 	})
 }
 
-func TestElectorReadsTheLeaseAfterLosingARaceOnAStalledWatch(t *testing.T) {
+// listedThenStalled runs a-0_ua's elector beside b-0_ub's lease until it has listed it, then stalls its
+// watch: the watch stays open but delivers nothing more.
+func listedThenStalled(t *testing.T) (*memStore, *clocktesting.FakeClock, *Elector) {
+	t.Helper()
 	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
-	// The watch stays open but delivers nothing more; b releases the lease, which the elector's copy
-	// does not show, so its first take conflicts.
 	store.mu.Lock()
 	store.stalled = true
 	store.mu.Unlock()
+	return store, clock, e
+}
+
+func TestElectorReadsTheLeaseAfterLosingARaceOnAStalledWatch(t *testing.T) {
+	store, clock, e := listedThenStalled(t)
+	// b releases the lease, which the elector's copy does not show, so its first take conflicts.
 	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
 	eventually(t, "it reads the lease after the conflict and takes it", func() bool {
 		settle()
@@ -598,12 +605,7 @@ func TestElectorReadsTheLeaseAfterLosingARaceOnAStalledWatch(t *testing.T) {
 // brings the winner's write, its copy is the base, and the elector takes the lease when that copy
 // expires without a read.
 func TestElectorThatLostARaceReadsNothingOnceItsWatchBringsTheWinner(t *testing.T) {
-	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
-	e, _ := runElector(t, store, clock, "a-0_ua")
-	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
-	store.mu.Lock()
-	store.stalled = true
-	store.mu.Unlock()
+	store, clock, e := listedThenStalled(t)
 	// b renews where the stalled watch does not show it, so a's take on its expired copy conflicts.
 	store.write(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: start.Add(2 * time.Second)} })
 	_, writes := store.counts()
