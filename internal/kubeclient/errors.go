@@ -122,10 +122,11 @@ func IsResourceExpired(err error) bool {
 	return errors.As(err, &statusErr) && (statusErr.Status.Code == http.StatusGone || statusErr.Status.Reason == "Expired" || statusErr.Status.Reason == "Gone")
 }
 
-// IsTooLargeResourceVersion: a read that must be at least as fresh as etcd (a streamed list, or a watch from
-// a version) timed out waiting for the API server's watch cache to catch up with etcd (504 Timeout with
-// the cause ResourceVersionTooLarge), as a server too busy to apply its watch events answers. Told apart
-// as client-go's reflector tells it apart: by the cause, or by the message of a server that sent none.
+// IsTooLargeResourceVersion: a streamed list (a watch with sendInitialEvents), which must be at least as
+// fresh as etcd, timed out waiting for the API server's watch cache to catch up with etcd (504 Timeout
+// with the cause ResourceVersionTooLarge), as a server too busy to apply its watch events answers; a
+// consistent plain list falls back to etcd instead. Told apart as client-go's reflector tells it apart:
+// by the cause, or by the message of a server that sent none.
 func IsTooLargeResourceVersion(err error) bool {
 	var statusErr *StatusError
 	if !errors.As(err, &statusErr) || statusErr.Status.Code != http.StatusGatewayTimeout {

@@ -70,7 +70,8 @@ type Elector struct {
 	lastRenew time.Time
 	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
 	// while its connection stays healthy); the next attempt reads the lease first, unless the watch has
-	// brought another copy than raceCopy, the one it had when the race was lost: then it is live.
+	// brought another copy than raceCopy, the one it had when the race was lost (kept only while
+	// readFirst is set): then it is live.
 	readFirst bool
 	raceCopy  *Lease
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
@@ -280,7 +281,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		// not stalled and its copy is the base: no read. Every race a cold start has leaves its losers,
 		// two of every three candidates, with a read that would compete with the first lists of the
 		// electors whose leases are still unled.
-		e.readFirst = false
+		e.readFirst, e.raceCopy = false, nil
 	}
 	if fresh && !e.readFirst && base == nil {
 		return e.create(reqCtx)
@@ -305,7 +306,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		// request, not two, for each lease to have a leader again once the server answers.
 		base = e.known
 	} else if !fresh || e.readFirst {
-		e.readFirst = false
+		e.readFirst, e.raceCopy = false, nil
 		var err error
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
