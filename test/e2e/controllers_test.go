@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -27,10 +28,15 @@ import (
 )
 
 // replica is one replica of a controller that runs its own election: a pod object, and a process that
-// authenticates with a token bound to it.
+// authenticates with a token bound to it. Like a pod with restartPolicy Always, the process is started
+// again when it exits, until the spec stops it: a controller that crashes at startup (cert-manager's
+// cert-manager/cert-manager#6822) comes back as a follower, and the spec finds the leader again.
 type replica struct {
-	pod     *process.Pod
-	process *process.Process
+	pod *process.Pod
+
+	mu       sync.Mutex
+	runs     []*process.Process // every run so far, the current one last
+	stopping bool
 }
 
 // startReplicas runs a controller as pods ctrl-0 and ctrl-1 of namespace, with no agent. Each process
@@ -42,34 +48,105 @@ func startReplicas(ctx context.Context, namespace string, args func(pod *process
 	for i := range 2 {
 		pod, err := controlPlane.CreatePod(ctx, namespace, fmt.Sprintf("ctrl-%d", i), dir, "")
 		Expect(err).NotTo(HaveOccurred())
-		cmd := exec.Command("unshare", append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, pod.Name}, args(pod)...)...)
-		cmd.Env = []string{"KUBECONFIG=" + pod.Kubeconfig, "POD_NAME=" + pod.Name, "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
-		p, err := process.StartProcess(cmd)
-		Expect(err).NotTo(HaveOccurred())
+		r := &replica{pod: pod}
+		Expect(r.run(args(pod))).To(Succeed())
 		DeferCleanup(func() {
-			p.Terminate(5 * time.Second)
+			r.stop(syscall.SIGTERM).Terminate(5 * time.Second)
 			if CurrentSpecReport().Failed() {
-				AddReportEntry("logs of "+pod.Name, p.Logs())
+				AddReportEntry("logs of "+pod.Name, r.logs())
 			}
 		})
-		replicas = append(replicas, &replica{pod: pod, process: p})
+		replicas = append(replicas, r)
 	}
 	return replicas
+}
+
+// run starts the replica's process, and starts it again each time it exits until stop is called.
+func (r *replica) run(args []string) error {
+	start := func() (*process.Process, error) {
+		cmd := exec.Command("unshare", append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, r.pod.Name}, args...)...)
+		cmd.Env = []string{"KUBECONFIG=" + r.pod.Kubeconfig, "POD_NAME=" + r.pod.Name, "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
+		return process.StartProcess(cmd)
+	}
+	p, err := start()
+	if err != nil {
+		return err
+	}
+	r.runs = append(r.runs, p)
+	go func() {
+		for {
+			<-p.Exited()
+			time.Sleep(time.Second) // a kubelet's first restart back-off is 10 s; the spec's leases are shorter
+			r.mu.Lock()
+			if r.stopping {
+				r.mu.Unlock()
+				return
+			}
+			next, err := start()
+			if err != nil { // the spec then fails waiting for a holder, with this in its output
+				r.mu.Unlock()
+				fmt.Fprintf(GinkgoWriter, "starting %s again: %v\n", r.pod.Name, err)
+				return
+			}
+			r.runs = append(r.runs, next)
+			r.mu.Unlock()
+			p = next
+		}
+	}()
+	return nil
+}
+
+// stop sends sig to the current process, which is not started again, and returns it.
+func (r *replica) stop(sig syscall.Signal) *process.Process {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stopping = true
+	p := r.runs[len(r.runs)-1]
+	_ = p.Signal(sig)
+	return p
+}
+
+// logs is the output of every run, each restart marked with the exit code that caused it.
+func (r *replica) logs() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var b strings.Builder
+	for i, p := range r.runs {
+		if i > 0 {
+			fmt.Fprintf(&b, "\n--- started again after exit code %d ---\n", r.runs[i-1].ExitCode())
+		}
+		b.WriteString(p.Logs())
+	}
+	return b.String()
+}
+
+// leaseHolder is the holder lease namespace/name names now.
+func leaseHolder(ctx context.Context, namespace, name string) (string, error) {
+	l, err := controlPlane.Client.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return "", err
+	}
+	return ptr.Deref(l.Spec.HolderIdentity, ""), nil
+}
+
+// holding is the replica holder names (its pod name is the holder's prefix) and the other one.
+func holding(holder string, replicas []*replica) (leader, other *replica) {
+	if strings.HasPrefix(holder, replicas[1].pod.Name) {
+		return replicas[1], replicas[0]
+	}
+	return replicas[0], replicas[1]
 }
 
 // holderOf waits until lease namespace/name names a holder matching pattern, and returns the holder and
 // the replica it names (ctrl-0 or ctrl-1) and the other one.
 func holderOf(ctx context.Context, namespace, name string, pattern *regexp.Regexp, replicas []*replica) (holder string, leader, other *replica) {
 	Eventually(func(g Gomega) {
-		l, err := controlPlane.Client.CoordinationV1().Leases(namespace).Get(ctx, name, metav1.GetOptions{})
+		var err error
+		holder, err = leaseHolder(ctx, namespace, name)
 		g.Expect(err).NotTo(HaveOccurred())
-		holder = ptr.Deref(l.Spec.HolderIdentity, "")
 		g.Expect(holder).To(MatchRegexp(pattern.String()))
 	}).WithTimeout(30 * time.Second).WithPolling(100 * time.Millisecond).Should(Succeed())
-	leader, other = replicas[0], replicas[1]
-	if strings.HasPrefix(holder, replicas[1].pod.Name) {
-		leader, other = other, leader
-	}
+	leader, other = holding(holder, replicas)
 	return holder, leader, other
 }
 
@@ -97,7 +174,7 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 			})
 
 			holder, leader, follower := holderOf(ctx, ns, "controller", regexp.MustCompile(holderPattern), replicas)
-			Eventually(func() string { return leader.process.Logs() + follower.process.Logs() }).WithTimeout(10 * time.Second).Should(And(
+			Eventually(func() string { return leader.logs() + follower.logs() }).WithTimeout(10 * time.Second).Should(And(
 				ContainSubstring("leader leader-output allowed"),
 				ContainSubstring("any any-"+leader.pod.Name+" allowed"),
 				ContainSubstring(fmt.Sprintf(`any any-%s denied: admission webhook "guarded.leasegate.io" denied the request: `+
@@ -105,13 +182,13 @@ var _ = Describe("The fence on controllers that elect themselves", Serial, func(
 					`lease %s/controller is held by %s (guard "worker"): another pod holds the lease`,
 					follower.pod.Name, ns, follower.pod.Name, ns, ns, follower.pod.Name, ns, holder)),
 			))
-			Expect(follower.process.Logs()).NotTo(ContainSubstring("allowed"), "nothing the follower wrote passed")
-			Expect(leader.process.Logs()).NotTo(ContainSubstring("denied"), "nothing the leader wrote was refused")
+			Expect(follower.logs()).NotTo(ContainSubstring("allowed"), "nothing the follower wrote passed")
+			Expect(leader.logs()).NotTo(ContainSubstring("denied"), "nothing the leader wrote was refused")
 
 			By("stopping the leader: the other replica takes over, and its writes pass")
-			Expect(leader.process.Signal(syscall.SIGTERM)).To(Succeed())
+			leader.stop(syscall.SIGTERM)
 			holderOf(ctx, ns, "controller", regexp.MustCompile("^"+follower.pod.Name), replicas)
-			Eventually(follower.process.Logs).WithTimeout(10 * time.Second).Should(And(
+			Eventually(follower.logs).WithTimeout(10 * time.Second).Should(And(
 				ContainSubstring("leader leader-output allowed"), ContainSubstring("any any-"+follower.pod.Name+" allowed")))
 		},
 		Entry("a controller-runtime manager: <hostname>_<uuid>, read by the default format", "./test/fixtures/crcontroller", "", `^ctrl-[01]_[0-9a-f-]{36}$`),
@@ -161,34 +238,55 @@ guards:
 				"--leader-election-lease-duration=4s", "--leader-election-renew-deadline=3s", "--leader-election-retry-period=500ms",
 				"--metrics-listen-address=127.0.0.1:0"}
 		})
+		// Each step finds the holder again: a replica that crashed at startup came back as a follower.
+		const cmLease = "cert-manager-controller"
 		cmIdentity := regexp.MustCompile(`^ctrl-[01]-external-cert-manager-controller$`)
-		holder, leader, follower := holderOf(ctx, "kube-system", "cert-manager-controller", cmIdentity, replicas)
+		holderOf(ctx, "kube-system", cmLease, cmIdentity, replicas)
+		// writeAs reads the holder, writes the probe Secret with the token of the replica pick chooses (the
+		// holder's or the other's), and matches the answer with what expect makes of both.
+		writeAs := func(pick func(leader, other *replica) *replica, expect func(holder string, writer *replica) OmegaMatcher) func(Gomega) {
+			return func(g Gomega) {
+				holder, err := leaseHolder(ctx, "kube-system", cmLease)
+				g.Expect(err).NotTo(HaveOccurred())
+				g.Expect(holder).To(MatchRegexp(cmIdentity.String()))
+				writer := pick(holding(holder, replicas))
+				client, _ := clientFor(writer.pod.Kubeconfig)
+				g.Expect(writeSecret(ctx, client, appNamespace, "probe")).To(expect(holder, writer))
+			}
+		}
+		theLeader := func(leader, _ *replica) *replica { return leader }
+		theFollower := func(_, follower *replica) *replica { return follower }
 
 		By("with the default holder format, the leader is refused, and told which format reads its lease")
-		leaderClient, _ := clientFor(leader.pod.Kubeconfig)
-		Eventually(func() error { return writeSecret(ctx, leaderClient, appNamespace, "probe") }).Should(MatchError(ContainSubstring(fmt.Sprintf(
-			`lease kube-system/cert-manager-controller is held by %s (guard "cert-manager"): `+
-				`the holder contains this pod's name, but not in the holder format the guard reads (holderFormat "client-go"); `+
-				`if the holder is this pod, set the guard's holderFormat to "cert-manager"`, holder))))
+		Eventually(writeAs(theLeader, func(holder string, _ *replica) OmegaMatcher {
+			return MatchError(ContainSubstring(fmt.Sprintf(
+				`lease kube-system/cert-manager-controller is held by %s (guard "cert-manager"): `+
+					`the holder contains this pod's name, but not in the holder format the guard reads (holderFormat "client-go"); `+
+					`if the holder is this pod, set the guard's holderFormat to "cert-manager"`, holder)))
+		})).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("with holderFormat cert-manager, the leader issues a Certificate: its Secret and CertificateRequest writes pass")
 		setConfig(ctx, cmGuard("cert-manager"))
-		Eventually(func() error { return writeSecret(ctx, leaderClient, appNamespace, "probe") }).WithTimeout(5 * time.Second).Should(Succeed())
+		Eventually(writeAs(theLeader, func(string, *replica) OmegaMatcher { return Succeed() })).WithTimeout(30 * time.Second).Should(Succeed())
 		certManager := dynamic.NewForConfigOrDie(controlPlane.Config)
 		createCertManagerObject(ctx, certManager, appNamespace, "Issuer", "selfsigned", map[string]any{"selfSigned": map[string]any{}})
 		expectCertificateIssued(ctx, certManager, appNamespace, "first")
 
 		By("a write with the follower's token is denied, naming the holder")
-		followerClient, _ := clientFor(follower.pod.Kubeconfig)
-		Expect(writeSecret(ctx, followerClient, appNamespace, "probe")).To(MatchError(ContainSubstring(fmt.Sprintf(
-			`leasegate: pod %s/%s (system:serviceaccount:%s:worker) may not update secrets %s/probe: `+
-				`lease kube-system/cert-manager-controller is held by %s (guard "cert-manager"): another pod holds the lease`,
-			appNamespace, follower.pod.Name, cmNamespace, appNamespace, holder))))
+		Eventually(writeAs(theFollower, func(holder string, follower *replica) OmegaMatcher {
+			return MatchError(ContainSubstring(fmt.Sprintf(
+				`leasegate: pod %s/%s (system:serviceaccount:%s:worker) may not update secrets %s/probe: `+
+					`lease kube-system/cert-manager-controller is held by %s (guard "cert-manager"): another pod holds the lease`,
+				appNamespace, follower.pod.Name, cmNamespace, appNamespace, holder)))
+		})).WithTimeout(30 * time.Second).Should(Succeed())
 
 		By("stopping the leader: the other replica takes over once the lease expires, and issues the next Certificate")
-		Expect(leader.process.Signal(syscall.SIGTERM)).To(Succeed())
-		holderOf(ctx, "kube-system", "cert-manager-controller", regexp.MustCompile("^"+follower.pod.Name+"-external-cert-manager-controller$"), replicas)
+		_, leader, follower := holderOf(ctx, "kube-system", cmLease, cmIdentity, replicas)
+		leader.stop(syscall.SIGTERM)
+		holderOf(ctx, "kube-system", cmLease, regexp.MustCompile("^"+follower.pod.Name+"-external-cert-manager-controller$"), replicas)
 		expectCertificateIssued(ctx, certManager, appNamespace, "second")
+		followerClient, _ := clientFor(follower.pod.Kubeconfig)
+		leaderClient, _ := clientFor(leader.pod.Kubeconfig)
 		Expect(writeSecret(ctx, followerClient, appNamespace, "probe")).To(Succeed(), "the new leader's own token")
 		Expect(writeSecret(ctx, leaderClient, appNamespace, "probe")).To(MatchError(ContainSubstring("another pod holds the lease")),
 			"the old leader's token")
