@@ -63,7 +63,7 @@ func main() {
 	crashes := flag.Int("crashes", 10, "leaders crashed per row, at once, for the takeover figures; 0 for none")
 	startRate := flag.Int("start-rate", 500, "electors started per second (a cluster's pods do not all start in one instant)")
 	renewals := flag.Int("renewals", 250, "leaders' renewals per second the API server is asked for at most: a row whose leases would renew more often at the default timing gets a longer one. The default is half of what this project's 2-core machine's API server carries, as docs/scale.md advises operators to size leases / P")
-	timeout := flag.Duration("recover-timeout", 5*time.Minute, "how long a scenario waits for every lease to be led before it reports the leases still unled")
+	timeout := flag.Duration("recover-timeout", 5*time.Minute, "how long a scenario waits for every lease to be led, and a restarted kube-apiserver to be ready, before it reports the leases still unled (or the server not ready)")
 	flowControl := flag.Bool("flow-control", true, "install the chart's API Priority and Fairness objects (config/webhook/flowschema.yaml) before the rows, as a cluster with leasegate has them: every service account's lease writes, both clients' electors' included, get a priority level of their own; false leaves them in workload-low with the reads")
 	runs := flag.Int("runs", 1, "times each row runs, one run after the other on the same control plane; with more than one, each agent row is judged against client-go's of its own run, and a last table judges the medians over the runs")
 	cpuProfile := flag.String("cpuprofile", "", "write a CPU profile of this process (the electors' and the harness's) to this file, for `go tool pprof`")
@@ -409,6 +409,9 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, key r
 		}
 		if o.led == 0 {
 			err := fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s", name, o.unledAtEnd, cfg.timeout, failed.take())
+			if o.neverAnswered {
+				err = fmt.Errorf("%s: the restarted kube-apiserver was not ready within %s", name, cfg.timeout)
+			}
 			if !cfg.keepGoing {
 				return fmt.Errorf("%w\n%s", err, bench.ControlPlane.RestartLog())
 			}

@@ -24,7 +24,10 @@ const outcomesHeading = "| run | leases | scenario | client | timing D / R / P |
 // markdown is the outcome's row of the scenarios' table, judged against the others of the same run.
 func (o outcome) markdown(all []outcome) string {
 	answering, led := "-", "not all"
-	if o.scenario != scenarioCold {
+	switch {
+	case o.neverAnswered:
+		answering = "not ready within the timeout"
+	case o.scenario != scenarioCold:
 		answering = o.answering.Round(100 * time.Millisecond).String()
 	}
 	if o.led != 0 {
@@ -80,7 +83,10 @@ func (o outcome) recovered() time.Duration {
 // server answering again. client-go's rows are the reference, and say only what went wrong.
 func (o outcome) verdict(all []outcome) string {
 	var missed []string
-	if o.led == 0 {
+	switch {
+	case o.neverAnswered:
+		missed = append(missed, "the API server never answered: not a measure of the electors")
+	case o.led == 0:
 		missed = append(missed, "leases left unled")
 	}
 	if o.twoClaims > 0 {

@@ -182,6 +182,9 @@ func TestVerdict(t *testing.T) {
 		{"another row size is not compared", outcome{leases: 5000, client: clientAgent, scenario: scenarioCold, timing: timing, led: time.Minute}, "met"},
 		{"unled leases", outcome{leases: 1000, client: clientAgent, scenario: scenarioAPIServerRestart, timing: timing, unledAtEnd: 3}, "missed: leases left unled"},
 		{"two claims", func() outcome { o := good(clientAgent, scenarioCold, time.Second); o.twoClaims = 1; return o }(), "missed: two claims"},
+		{"a restarted API server that never answered is not laid at the electors' door",
+			outcome{leases: 1000, client: clientClientGo, scenario: scenarioAPIServerRestart, timing: timing, unledAtEnd: 1000, neverAnswered: true},
+			"reference: the API server never answered: not a measure of the electors"},
 		{"429s settled within the budget", func() outcome {
 			o := good(clientAgent, scenarioAPIServerRestart, 5*time.Second)
 			o.throttling.lastOver = budget
@@ -267,6 +270,16 @@ func TestOutcomeRowFillsEveryColumnOfTheHeading(t *testing.T) {
 	for _, want := range []string{"| 24 (40) / 8 (90) |", "| 5 / 2 / 1 (1.5s) |", "| 1m35s / 41.2s |"} {
 		if !strings.Contains(row, want) {
 			t.Errorf("row %s: want the cell %q", row, want)
+		}
+	}
+}
+
+func TestOutcomeRowOfARestartNeverAnswered(t *testing.T) {
+	o := outcome{leases: 5000, client: clientClientGo, scenario: scenarioAPIServerRestart, unledAtEnd: 4100, neverAnswered: true}
+	row := o.markdown([]outcome{o})
+	for _, want := range []string{"| not ready within the timeout | 4100 unled after the timeout |", "the API server never answered"} {
+		if !strings.Contains(row, want) {
+			t.Errorf("row %s: want %q", row, want)
 		}
 	}
 }

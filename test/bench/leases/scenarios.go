@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -28,8 +29,10 @@ type outcome struct {
 	client   string
 	scenario string
 	timing   lease.Timing
-	// answering is how long after the event the API server answered ready again (0 for a cold start).
-	answering time.Duration
+	// answering is how long after the event the API server answered ready again (0 for a cold start, and
+	// for a restart it never answered within the timeout: neverAnswered).
+	answering     time.Duration
+	neverAnswered bool
 	// led is how long after the event every lease had exactly one elector saying it leads, which wrote the
 	// lease after the API server answered again; 0 when that never happened within the timeout.
 	led time.Duration
@@ -279,8 +282,12 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		err error
 	}
 	answered := make(chan answer, 1)
+	// A restarted API server that is not ready within the timeout is the scenario's outcome, reported as
+	// its row, not the harness's failure.
+	doCtx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	go func() {
-		at, err := do(ctx)
+		at, err := do(doCtx)
 		answered <- answer{at, err}
 	}()
 	var answering time.Time
@@ -290,6 +297,10 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 	for {
 		select {
 		case a := <-answered:
+			// A restart not answered within the timeout: the timeout below ends the wait.
+			if notReady := errors.Is(a.err, context.DeadlineExceeded) && ctx.Err() == nil; notReady {
+				break
+			}
 			if a.err != nil {
 				m.stop()
 				return o, a.err
@@ -321,6 +332,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		}
 		if time.Since(start) > timeout {
 			o.unledAtEnd = unled
+			o.neverAnswered = answering.IsZero() && o.scenario != scenarioCold
 			if !answering.IsZero() {
 				notFresh, _ := tally(fresh)
 				o.unledAtEnd = notFresh

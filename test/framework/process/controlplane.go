@@ -108,9 +108,10 @@ const apiServerCommand, etcdCommand = "kube-apiserver", "etcd"
 
 // restartedProcess is a process started in place of one of envtest's.
 type restartedProcess struct {
-	cmd    *exec.Cmd
-	log    string
-	exited chan struct{} // closed once reaped
+	cmd     *exec.Cmd
+	log     string
+	started time.Time
+	exited  chan struct{} // closed once reaped
 }
 
 // RestartAPIServer kills kube-apiserver (SIGKILL: no graceful shutdown, every connection and watch drops at
@@ -202,7 +203,7 @@ func (c *ControlPlane) start(name, exe string, args []string) (*restartedProcess
 	if err != nil {
 		return nil, fmt.Errorf("starting %s again: %w", name, err)
 	}
-	p := &restartedProcess{cmd: cmd, log: log.Name(), exited: make(chan struct{})}
+	p := &restartedProcess{cmd: cmd, log: log.Name(), started: time.Now(), exited: make(chan struct{})}
 	go func() {
 		_ = cmd.Wait()
 		close(p.exited)
@@ -216,9 +217,13 @@ func (c *ControlPlane) start(name, exe string, args []string) (*restartedProcess
 
 var errExited = errors.New("exited")
 
-// waitReady polls the API server's /readyz until it answers ok, for at most two minutes, unless p exits.
+// waitReady polls the API server's /readyz until it answers ok, until ctx's deadline or for two minutes
+// when it has none, unless p exits.
 func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (time.Time, error) {
-	deadline := time.Now().Add(2 * time.Minute)
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		deadline = time.Now().Add(2 * time.Minute)
+	}
 	for {
 		attempt, cancel := context.WithTimeout(ctx, time.Second)
 		_, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(attempt)
@@ -227,7 +232,8 @@ func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (time
 			return time.Now(), nil
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("kube-apiserver not ready 2 minutes after a restart: %w; the restarted processes' output is in %s", err, strings.Join(c.logs, ", "))
+			return time.Time{}, fmt.Errorf("kube-apiserver not ready %s after a restart: %w (%w); the restarted processes' output is in %s",
+				time.Since(p.started).Round(time.Second), err, context.DeadlineExceeded, strings.Join(c.logs, ", "))
 		}
 		select {
 		case <-ctx.Done():
