@@ -322,8 +322,11 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		Expect(code).To(Equal(http.StatusUnauthorized), "no token")
 		code, _ = scrape(stranger)
 		Expect(code).To(Equal(http.StatusForbidden), "a service account not bound to leasegate-metrics-reader")
-		code, body := scrape(prometheus)
-		Expect(code).To(Equal(http.StatusOK), "a service account bound to leasegate-metrics-reader")
+		// The binding reaches the API server's authorizer through its informer, and the webhook caches a
+		// denial for a while: the first scrape may come too soon.
+		var body string
+		Eventually(func() int { code, body = scrape(prometheus); return code }).WithTimeout(45*time.Second).WithPolling(time.Second).
+			Should(Equal(http.StatusOK), "a service account bound to leasegate-metrics-reader")
 		Expect(body).To(ContainSubstring("leasegate_config_last_reload_successful 1"))
 
 		Expect(p.Logs()).NotTo(ContainSubstring("forbidden"), "the chart's RBAC must cover everything leasegate-webhook does")

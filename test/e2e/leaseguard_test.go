@@ -181,8 +181,10 @@ var _ = Describe("The lease guard", func() {
 		status := `{"lease":"orders","leaseSeconds":{"orders":86400}}`
 		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": map[string]string{contract.Status: status}}})
 		Expect(err).NotTo(HaveOccurred())
-		_, err = followerClient.CoreV1().Pods(ns).Patch(ctx, follower.Name, types.MergePatchType, patch, metav1.PatchOptions{})
-		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() error { // RBAC's grant reaches the API server's authorizer through its informer
+			_, err := followerClient.CoreV1().Pods(ns).Patch(ctx, follower.Name, types.MergePatchType, patch, metav1.PatchOptions{})
+			return err
+		}).WithTimeout(5 * time.Second).Should(Succeed())
 		// The pod cache sees one watch of pods in order: once it shows the leader's later change (out of
 		// the Service's selector, so unrouted), it holds the follower's rewritten annotation too.
 		_, err = controlPlane.Client.CoreV1().Pods(ns).Patch(ctx, leader.Name, types.MergePatchType,

@@ -250,6 +250,17 @@ func (m *monitor) stop() ([]sample, int64) {
 // have written its lease to count as leading again (for a restart, when the API server answered again).
 type event func(context.Context) (time.Time, error)
 
+// within is the event given at most timeout: a restart waits for the API server's readiness no longer
+// than its scenario waits for the leases. Not for a cold start, whose electors live on the context it is
+// given.
+func (e event) within(timeout time.Duration) event {
+	return func(ctx context.Context) (time.Time, error) {
+		ctx, cancel := context.WithTimeout(ctx, timeout)
+		defer cancel()
+		return e(ctx)
+	}
+}
+
 // population is the electors of a row, which a cold start adds to while they are being watched.
 type population struct {
 	mu   sync.Mutex
@@ -282,12 +293,8 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		err error
 	}
 	answered := make(chan answer, 1)
-	// A restarted API server that is not ready within the timeout is the scenario's outcome, reported as
-	// its row, not the harness's failure.
-	doCtx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	go func() {
-		at, err := do(doCtx)
+		at, err := do(ctx) // ctx is the electors' a cold start starts: it outlives the scenario
 		answered <- answer{at, err}
 	}()
 	var answering time.Time
@@ -297,7 +304,8 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 	for {
 		select {
 		case a := <-answered:
-			// A restart not answered within the timeout: the timeout below ends the wait.
+			// A restarted API server not ready within the timeout (the restart's own deadline) is the
+			// scenario's row, not the harness's failure: the timeout below ends the wait.
 			if notReady := errors.Is(a.err, context.DeadlineExceeded) && ctx.Err() == nil; notReady {
 				break
 			}
