@@ -294,7 +294,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 	}
 	answered := make(chan answer, 1)
 	go func() {
-		at, err := do(ctx) // ctx is the electors' a cold start starts: it outlives the scenario
+		at, err := do(ctx) // not bounded here: a cold start starts its electors on ctx, which outlives the scenario
 		answered <- answer{at, err}
 	}()
 	var answering time.Time
