@@ -64,12 +64,7 @@ func trafficSpecs() {
 		var took []time.Duration
 		for range *clusterRuns {
 			leader := holderPod(ctx, node, "router")
-			var target string
-			for _, p := range awaitRunning(ctx, node, "router", 3) {
-				if p.Name != leader && target == "" {
-					target = p.Name
-				}
-			}
+			target := awaitReadyFollower(ctx, node, "router", leader)
 			done := make(chan struct{})
 			overlaps := make(chan string, 1)
 			go func() {

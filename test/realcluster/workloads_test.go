@@ -110,6 +110,26 @@ func awaitRunning(ctx context.Context, node *cluster.Node, workload string, n in
 	return pods
 }
 
+// awaitReadyFollower waits for a pod of the workload other than the leader that is Ready, and names it:
+// a pod that has just started runs before its readiness probe passes, and a handover goes only to a
+// Ready candidate.
+func awaitReadyFollower(ctx context.Context, node *cluster.Node, workload, leader string) string {
+	var follower string
+	Eventually(func(g Gomega) {
+		for _, p := range listPods(ctx, node, workload) {
+			ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
+				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
+			})
+			if p.Name != leader && p.DeletionTimestamp == nil && ready {
+				follower = p.Name
+				return
+			}
+		}
+		g.Expect(follower).NotTo(BeEmpty(), "no Ready follower of %s besides its leader %s", workload, leader)
+	}).WithTimeout(90 * time.Second).Should(Succeed())
+	return follower
+}
+
 func describeWaiting(status corev1.PodStatus) string {
 	var reasons []string
 	for _, c := range append(status.InitContainerStatuses, status.ContainerStatuses...) {
