@@ -24,6 +24,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"runtime"
@@ -57,7 +58,7 @@ func main() {
 	leases := flag.String("leases", "1000", "comma-separated numbers of leases, a row each")
 	candidates := flag.Int("candidates", 3, "electors per lease")
 	clients := flag.String("client", clientAgent+","+clientClientGo, "comma-separated electors to run each row with, one after the other: "+clientAgent+" (leasegate's own) and "+clientClientGo+" (client-go's leaderelection with a LeaseLock)")
-	restarts := flag.String("restarts", "apiserver,etcd", "comma-separated control-plane restarts each row goes through after its steady window: apiserver (kube-apiserver killed and started again on the same etcd), etcd (etcd killed and started again); empty for none")
+	restarts := flag.String("restarts", "apiserver,etcd", "comma-separated control-plane restarts each row goes through after its steady window, in order: apiserver (kube-apiserver killed and started again on the same etcd), etcd (etcd killed and started again); one named more than once runs that many rounds; empty for none")
 	down := flag.Duration("down", 0, "how long a killed kube-apiserver stays down before it is started again (0: at once): an outage past the renew deadline makes every leader step down, whatever the time the new one takes to start")
 	window := flag.Duration("window", 30*time.Second, "steady-state window measured per row")
 	crashes := flag.Int("crashes", 10, "leaders crashed per row, at once, for the takeover figures; 0 for none")
@@ -84,10 +85,10 @@ func main() {
 			os.Exit(2)
 		}
 	}
-	clientList, err := parseList("-client", *clients, []string{clientAgent, clientClientGo}, false)
+	clientList, err := parseList("-client", *clients, []string{clientAgent, clientClientGo}, once)
 	if err == nil {
 		var restartList []string
-		if restartList, err = parseList("-restarts", *restarts, []string{"apiserver", "etcd"}, true); err == nil {
+		if restartList, err = parseList("-restarts", *restarts, []string{"apiserver", "etcd"}, emptyOrRepeated); err == nil {
 			err = run(context.Background(), config{counts: counts, candidates: *candidates, clients: clientList, restarts: restartList,
 				window: *window, crashes: *crashes, startRate: *startRate, renewals: *renewals, runs: *runs, timeout: *timeout, down: *down, keepGoing: *keepGoing, flowControl: *flowControl})
 		}
@@ -117,10 +118,18 @@ func profileCPU(path string) (stop func(), err error) {
 	}, nil
 }
 
-// parseList reads a comma-separated flag whose values must be among known, each once.
-func parseList(flagName, value string, known []string, emptyOK bool) ([]string, error) {
+// listRule says what a list flag may hold besides its known values, each once.
+type listRule int
+
+const (
+	once            listRule = iota // at least one value, each at most once
+	emptyOrRepeated                 // none, or values named any number of times
+)
+
+// parseList reads a comma-separated flag whose values must be among known.
+func parseList(flagName, value string, known []string, rule listRule) ([]string, error) {
 	if strings.TrimSpace(value) == "" {
-		if emptyOK {
+		if rule == emptyOrRepeated {
 			return nil, nil
 		}
 		return nil, fmt.Errorf("%s is empty: want some of %s", flagName, strings.Join(known, ","))
@@ -128,8 +137,11 @@ func parseList(flagName, value string, known []string, emptyOK bool) ([]string, 
 	var list []string
 	for _, v := range strings.Split(value, ",") {
 		v = strings.TrimSpace(v)
-		if !slices.Contains(known, v) || slices.Contains(list, v) {
-			return nil, fmt.Errorf("%s %q: want a comma-separated list of %s, each at most once", flagName, value, strings.Join(known, ","))
+		if !slices.Contains(known, v) || (rule == once && slices.Contains(list, v)) {
+			if rule == once {
+				return nil, fmt.Errorf("%s %q: want a comma-separated list of %s, each at most once", flagName, value, strings.Join(known, ","))
+			}
+			return nil, fmt.Errorf("%s %q: want a comma-separated list of %s", flagName, value, strings.Join(known, ","))
 		}
 		list = append(list, v)
 	}
@@ -243,11 +255,14 @@ func run(ctx context.Context, cfg config) error {
 				r, o, err := measure(ctx, bench, cfg, rowKey{run: run, leases: n, client: client}, timing)
 				outcomes = append(outcomes, o...)
 				if err != nil {
-					printOutcomes(outcomes)
+					printOutcomes(os.Stdout, outcomes)
 					printMedians(outcomes)
 					return fmt.Errorf("run %d, %d leases, %s electors: %w", run, n, client, err)
 				}
 				rows = append(rows, r)
+				// The tables so far, on stderr: a run stopped part way keeps what it measured.
+				printTable(os.Stderr, rowsHeading, rowLines(rows))
+				printOutcomes(os.Stderr, outcomes)
 			}
 		}
 	}
@@ -255,43 +270,14 @@ func run(ctx context.Context, cfg config) error {
 	fmt.Printf("\nElections at scale, %s: kube-apiserver %s, etcd %s, %d CPUs, load average %s before and %s after; %d electors per lease in one process, every write through the lease guard; %s steady window per row; timing %s/%s/%s unless leases / P would exceed %d renewals/s; a killed kube-apiserver down %s before it is started again; the chart's flow control objects installed: %t.\n\n",
 		time.Now().UTC().Format(time.DateOnly), versions["KUBERNETES_VERSION"], versions["ETCD_VERSION"], runtime.NumCPU(), loadBefore, loadAverage(),
 		cfg.candidates, cfg.window, lease.DefaultTiming.LeaseDuration, lease.DefaultTiming.RenewDeadline, lease.DefaultTiming.RetryPeriod, cfg.renewals, cfg.down, cfg.flowControl)
-	fmt.Println("| run | leases | electors | client | timing D / R / P | all led after | lease requests/s: renewals (PUT) / other | lease guard p50 / p99 (API server) | renewal p50 / p99 / max (leader) | Lease watches | leaders changed / two claims | API server RSS (added by the electors) | etcd RSS | webhook RSS | webhook's API requests/s | crash takeover median / max (budget D + M) |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
-	for _, r := range rows {
-		put := r.requestsPerSecond["PUT"]
-		var other float64
-		for verb, v := range r.requestsPerSecond {
-			if verb != "PUT" {
-				other += v
-			}
-		}
-		startup := "not all"
-		if r.startup > 0 {
-			startup = r.startup.Round(100 * time.Millisecond).String()
-		}
-		takeovers := "-"
-		if len(r.takeovers) > 0 {
-			slices.Sort(r.takeovers)
-			takeovers = fmt.Sprintf("%s / %s (%s)", r.takeovers[len(r.takeovers)/2].Round(10*time.Millisecond), r.takeovers[len(r.takeovers)-1].Round(10*time.Millisecond),
-				lease.TakeoverBudget(r.timing.LeaseDuration, lease.DefaultClockSkewMargin))
-		}
-		renewals := "no renewal in the window"
-		if r.renewals > 0 {
-			renewals = fmt.Sprintf("%s / %s / %s", r.renewP50.Round(100*time.Microsecond), r.renewP99.Round(time.Millisecond), r.renewMax.Round(time.Millisecond))
-		}
-		fmt.Printf("| %d | %d | %d | %s | %s / %s / %s | %s | %.0f / %.1f | %.1f / %.0f ms | %s | %.0f | %d / %d | %s (%s) | %s | %s | %.1f | %s |\n",
-			r.run, r.leases, r.electors, r.client, r.timing.LeaseDuration, r.timing.RenewDeadline, r.timing.RetryPeriod, startup,
-			put, other, r.guardP50*1000, r.guardP99*1000, renewals,
-			r.watches, r.transitions, r.doubleClaims, mib(r.apiServerRSS), mib(r.apiServerAdded), mib(r.etcdRSS), mib(r.webhookRSS), r.webhookRequestsPerSecond,
-			takeovers)
-	}
-	printOutcomes(outcomes)
+	printTable(os.Stdout, rowsHeading, rowLines(rows))
+	printOutcomes(os.Stdout, outcomes)
 	printMedians(outcomes)
 	return nil
 }
 
-// printOutcomes prints the scenarios' table.
-func printOutcomes(outcomes []outcome) {
+// printOutcomes prints the scenarios' table to w.
+func printOutcomes(w io.Writer, outcomes []outcome) {
 	if len(outcomes) == 0 {
 		return
 	}
@@ -299,16 +285,16 @@ func printOutcomes(outcomes []outcome) {
 	for i, o := range outcomes {
 		rows[i] = o.markdown(outcomes)
 	}
-	printTable(outcomesHeading, rows)
+	printTable(w, outcomesHeading, rows)
 }
 
-// printTable prints a markdown table after a blank line: its heading, the line under it, its rows.
-func printTable(heading string, rows []string) {
-	fmt.Println()
-	fmt.Println(heading)
-	fmt.Println(strings.Repeat("|---", strings.Count(heading, "|")-1) + "|")
+// printTable prints a markdown table to w after a blank line: its heading, the line under it, its rows.
+func printTable(w io.Writer, heading string, rows []string) {
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, heading)
+	fmt.Fprintln(w, strings.Repeat("|---", strings.Count(heading, "|")-1)+"|")
 	for _, r := range rows {
-		fmt.Println(r)
+		fmt.Fprintln(w, r)
 	}
 }
 
@@ -389,13 +375,13 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, key r
 	if err != nil {
 		return r, nil, err
 	}
-	scenario := func(name string, do event) error {
+	scenario := func(name string, round int, do event) error {
 		failed.take() // what the steady window and the crashes met is not this scenario's
 		before, err := transitions(ctx, api, key)
 		if err != nil {
 			return err
 		}
-		o, err := runScenario(ctx, outcome{run: key.run, leases: n, client: client, scenario: name, timing: timing}, pop, cfg.candidates, w, bench.ControlPlane, do, cfg.timeout, failed)
+		o, err := runScenario(ctx, outcome{run: key.run, leases: n, client: client, scenario: name, round: round, timing: timing}, pop, cfg.candidates, w, bench.ControlPlane, do, cfg.timeout, failed)
 		if err != nil {
 			return err
 		}
@@ -406,15 +392,18 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, key r
 		o.leadersChanged = after - before
 		o.outOfFiles = failed.ownLimit()
 		outcomes = append(outcomes, o)
+		if name != scenarioCold {
+			fmt.Fprintf(os.Stderr, "  %s: %s\n", o.name(), o.startSummary())
+		}
 		select {
 		case <-bench.Webhook.Exited():
-			return fmt.Errorf("leasegate-webhook exited during the %s:\n%s", name, bench.Webhook.Logs())
+			return fmt.Errorf("leasegate-webhook exited during the %s:\n%s", o.name(), bench.Webhook.Logs())
 		default:
 		}
 		if o.led == 0 {
-			err := fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s", name, o.unledAtEnd, cfg.timeout, failed.take())
+			err := fmt.Errorf("%s: %d leases not led %s after it; the electors' failures: %s", o.name(), o.unledAtEnd, cfg.timeout, failed.take())
 			if o.neverAnswered {
-				err = fmt.Errorf("%s: the restarted kube-apiserver was not ready within %s", name, cfg.timeout)
+				err = fmt.Errorf("%s: the restarted kube-apiserver was not ready within %s", o.name(), cfg.timeout)
 			}
 			if !cfg.keepGoing {
 				return fmt.Errorf("%w\n%s", err, bench.ControlPlane.RestartLog())
@@ -423,12 +412,12 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, key r
 			return nil
 		}
 		fmt.Fprintf(os.Stderr, "  %s: every lease led after %s (API server answering after %s); the electors' failures: %s\n",
-			name, o.led.Round(100*time.Millisecond), o.answering.Round(100*time.Millisecond), failed.take())
+			o.name(), o.led.Round(100*time.Millisecond), o.answering.Round(100*time.Millisecond), failed.take())
 		return nil
 	}
 
 	fmt.Fprintf(os.Stderr, "  starting %d electors, %d/s\n", n*cfg.candidates, cfg.startRate)
-	if err := scenario(scenarioCold, func(ctx context.Context) (time.Time, error) {
+	if err := scenario(scenarioCold, 1, func(ctx context.Context) (time.Time, error) {
 		start := time.Now()
 		for i := range n {
 			for c := range cfg.candidates {
@@ -513,6 +502,7 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, key r
 			return r, outcomes, err
 		}
 	}
+	rounds := map[string]int{}
 	for _, restart := range cfg.restarts {
 		name, do := scenarioAPIServerRestart, event(func(ctx context.Context) (time.Time, error) {
 			return bench.ControlPlane.RestartAPIServerAfter(ctx, cfg.down)
@@ -520,9 +510,10 @@ func measure(ctx context.Context, bench *process.WebhookBench, cfg config, key r
 		if restart == "etcd" {
 			name, do = scenarioEtcdRestart, bench.ControlPlane.RestartEtcd
 		}
+		rounds[name]++
 		do = do.within(cfg.timeout)
-		fmt.Fprintf(os.Stderr, "  %s\n", name)
-		if err := scenario(name, do); err != nil {
+		fmt.Fprintf(os.Stderr, "  %s, round %d\n", name, rounds[name])
+		if err := scenario(name, rounds[name], do); err != nil {
 			return r, outcomes, err
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/leasegate/leasegate/internal/lease"
 )
 
 // loadAverage is the machine's load average over 1, 5 and 15 minutes: others' work on it shows in every
@@ -16,6 +18,48 @@ func loadAverage() string {
 		return strings.Join(fields[:3], " / ")
 	}
 	return "unknown"
+}
+
+// rowsHeading heads the steady-state table, a column for each of row's markdown.
+const rowsHeading = "| run | leases | electors | client | timing D / R / P | all led after | lease requests/s: renewals (PUT) / other | lease guard p50 / p99 (API server) | renewal p50 / p99 / max (leader) | Lease watches | leaders changed / two claims | API server RSS (added by the electors) | etcd RSS | webhook RSS | webhook's API requests/s | crash takeover median / max (budget D + M) |"
+
+// rowLines are the rows' lines of the steady-state table.
+func rowLines(rows []row) []string {
+	lines := make([]string, len(rows))
+	for i, r := range rows {
+		lines[i] = r.markdown()
+	}
+	return lines
+}
+
+// markdown is the row's line of the steady-state table.
+func (r row) markdown() string {
+	put := r.requestsPerSecond["PUT"]
+	var other float64
+	for verb, v := range r.requestsPerSecond {
+		if verb != "PUT" {
+			other += v
+		}
+	}
+	startup := "not all"
+	if r.startup > 0 {
+		startup = r.startup.Round(100 * time.Millisecond).String()
+	}
+	takeovers := "-"
+	if len(r.takeovers) > 0 {
+		sorted := slices.Sorted(slices.Values(r.takeovers))
+		takeovers = fmt.Sprintf("%s / %s (%s)", sorted[len(sorted)/2].Round(10*time.Millisecond), sorted[len(sorted)-1].Round(10*time.Millisecond),
+			lease.TakeoverBudget(r.timing.LeaseDuration, lease.DefaultClockSkewMargin))
+	}
+	renewals := "no renewal in the window"
+	if r.renewals > 0 {
+		renewals = fmt.Sprintf("%s / %s / %s", r.renewP50.Round(100*time.Microsecond), r.renewP99.Round(time.Millisecond), r.renewMax.Round(time.Millisecond))
+	}
+	return fmt.Sprintf("| %d | %d | %d | %s | %s / %s / %s | %s | %.0f / %.1f | %.1f / %.0f ms | %s | %.0f | %d / %d | %s (%s) | %s | %s | %.1f | %s |",
+		r.run, r.leases, r.electors, r.client, r.timing.LeaseDuration, r.timing.RenewDeadline, r.timing.RetryPeriod, startup,
+		put, other, r.guardP50*1000, r.guardP99*1000, renewals,
+		r.watches, r.transitions, r.doubleClaims, mib(r.apiServerRSS), mib(r.apiServerAdded), mib(r.etcdRSS), mib(r.webhookRSS), r.webhookRequestsPerSecond,
+		takeovers)
 }
 
 // outcomesHeading heads the scenarios' table, a column for each of markdown's.
@@ -51,7 +95,7 @@ func (o outcome) markdown(all []outcome) string {
 	}
 	w, r := o.throttling.writes, o.throttling.reads
 	return fmt.Sprintf("| %d | %d | %s | %s | %s / %s / %s | %s | %s | %d | %.0f / %.0f (%.1f%%) | %s (%s) | %.0f (%.0f) / %.0f (%.0f) | %d / %d / %d (%s) | %.0f | %d | %d | %s | %s | %s |",
-		o.run, o.leases, o.scenario, o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
+		o.run, o.leases, o.name(), o.client, o.timing.LeaseDuration, o.timing.RenewDeadline, o.timing.RetryPeriod, answering, led, o.maxUnled,
 		o.throttling.peak, o.throttling.total, share, settled, o.budget(), w.rejected, w.peakQueued, r.rejected, r.peakQueued,
 		o.writes.ok, o.writes.conflicts, o.writes.shed, o.writeP99.Round(10*time.Millisecond), o.writesPerSecond, o.leadersChanged, o.twoClaims,
 		cpu(o.apiServerCPU, o.electorsCPU), mib(o.apiServerRSS), o.verdict(all))
@@ -100,7 +144,7 @@ func (o outcome) verdict(all []outcome) string {
 	}
 	if o.client == clientAgent {
 		for _, other := range all {
-			if other.client == clientClientGo && other.run == o.run && other.leases == o.leases && other.scenario == o.scenario && other.led != 0 && o.led != 0 {
+			if other.client == clientClientGo && other.run == o.run && other.leases == o.leases && other.scenario == o.scenario && other.round == o.round && other.led != 0 && o.led != 0 {
 				missed = append(missed, behindClientGo(o.scenario, o.led, other.led, o.recovered(), other.recovered())...)
 			}
 		}
@@ -141,23 +185,24 @@ func judged(client string, missed []string) string {
 	return "missed: " + strings.Join(missed, ", ")
 }
 
-// mediansHeading heads the table of medians over the runs, a column for each of median's markdown.
-const mediansHeading = "| leases | scenario | client | runs | every lease led after: median (fastest - slowest) | after the answer: median (fastest - slowest) | runs with leases unled / two claims / 429s >= 1% past the budget | goals, on the medians |"
+// mediansHeading heads the table of medians over the runs and rounds, a column for each of median's markdown.
+const mediansHeading = "| leases | scenario | client | times | every lease led after: median (fastest - slowest) | after the answer: median (fastest - slowest) | times with leases unled / two claims / 429s >= 1% past the budget | goals, on the medians |"
 
-// median is one scenario of one row size and client over the runs.
+// median is one scenario of one row size and client over the times it ran: the runs, and a restart's
+// rounds in each run.
 type median struct {
 	leases           int
 	scenario, client string
-	runs             int
-	// led and recovered are over the runs in which every lease was led (outcome.led, outcome.recovered).
+	times            int
+	// led and recovered are over the times every lease was led (outcome.led, outcome.recovered).
 	led, recovered []time.Duration
-	// unled, twoClaims and unsettled count the runs with leases left unled, with two claims, and with 429s
-	// at 1% or more past the budget after a restart.
+	// unled, twoClaims and unsettled count the times with leases left unled, with two claims, and with
+	// 429s at 1% or more past the budget after a restart.
 	unled, twoClaims, unsettled int
 }
 
-// medians gathers the outcomes of each scenario, row size and client over the runs, in the order they
-// first ran.
+// medians gathers the outcomes of each scenario, row size and client over the runs and rounds, in the
+// order they first ran.
 func medians(outcomes []outcome) []median {
 	var ms []median
 	for _, o := range outcomes {
@@ -167,7 +212,7 @@ func medians(outcomes []outcome) []median {
 			i = len(ms) - 1
 		}
 		m := &ms[i]
-		m.runs++
+		m.times++
 		if o.led == 0 {
 			m.unled++
 		} else {
@@ -212,7 +257,7 @@ func (m median) markdown(all []median) string {
 	if m.scenario != scenarioCold {
 		recovered = spread(m.recovered)
 	}
-	return fmt.Sprintf("| %d | %s | %s | %d | %s | %s | %d / %d / %d | %s |", m.leases, m.scenario, m.client, m.runs,
+	return fmt.Sprintf("| %d | %s | %s | %d | %s | %s | %d / %d / %d | %s |", m.leases, m.scenario, m.client, m.times,
 		spread(m.led), recovered, m.unled, m.twoClaims, m.unsettled, m.verdict(all))
 }
 
@@ -222,11 +267,11 @@ func (m median) markdown(all []median) string {
 func (m median) verdict(all []median) string {
 	var missed []string
 	for _, c := range []struct {
-		runs int
-		what string
+		times int
+		what  string
 	}{{m.unled, "leases left unled"}, {m.twoClaims, "two claims"}, {m.unsettled, "429s >= 1% past the budget"}} {
-		if c.runs > 0 {
-			missed = append(missed, fmt.Sprintf("%s in %d of %d runs", c.what, c.runs, m.runs))
+		if c.times > 0 {
+			missed = append(missed, fmt.Sprintf("%s %d of %d times", c.what, c.times, m.times))
 		}
 	}
 	if m.client == clientAgent {
@@ -239,15 +284,15 @@ func (m median) verdict(all []median) string {
 	return judged(m.client, missed)
 }
 
-// printMedians prints the medians' table, when some row ran more than once.
+// printMedians prints the medians' table, when some scenario ran more than once.
 func printMedians(outcomes []outcome) {
 	ms := medians(outcomes)
-	if !slices.ContainsFunc(ms, func(m median) bool { return m.runs > 1 }) {
+	if !slices.ContainsFunc(ms, func(m median) bool { return m.times > 1 }) {
 		return
 	}
 	rows := make([]string, len(ms))
 	for i, m := range ms {
 		rows[i] = m.markdown(ms)
 	}
-	printTable(mediansHeading, rows)
+	printTable(os.Stdout, mediansHeading, rows)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -28,11 +29,18 @@ type outcome struct {
 	leases   int
 	client   string
 	scenario string
-	timing   lease.Timing
+	// round is which of the row's restarts of this kind it is, from 1 (-restarts may name one more than
+	// once): it is raced against client-go's of the same run and round.
+	round  int
+	timing lease.Timing
 	// answering is how long after the event the API server answered ready again (0 for a cold start, and
 	// for a restart it never answered within the timeout: neverAnswered).
 	answering     time.Duration
 	neverAnswered bool
+	// start is how the restarted process came back (zero for a cold start), and electorsCPUToAnswer the
+	// CPU this process spent from the event until the API server answered ready.
+	start               process.StartReport
+	electorsCPUToAnswer time.Duration
 	// led is how long after the event every lease had exactly one elector saying it leads, which wrote the
 	// lease after the API server answered again; 0 when that never happened within the timeout.
 	led time.Duration
@@ -58,6 +66,30 @@ type outcome struct {
 	// outOfFiles are the electors' requests that failed because the harness had no file descriptor left
 	// (failures.outOfFiles): when any did, the scenario measured the harness's limit.
 	outOfFiles int
+}
+
+// name is the scenario's, with its round after the first.
+func (o outcome) name() string {
+	if o.round > 1 {
+		return fmt.Sprintf("%s %d", o.scenario, o.round)
+	}
+	return o.scenario
+}
+
+// startSummary says how the restarted process came back, and what this process spent meanwhile: whether
+// the restart's own start or the electors coming back held the API server's answer.
+func (o outcome) startSummary() string {
+	s := o.start
+	if s.Ready.IsZero() {
+		return "no restart answered"
+	}
+	failing := "none"
+	if len(s.Failing) > 0 {
+		failing = strings.Join(s.Failing, ", ")
+	}
+	round := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
+	return fmt.Sprintf("started %s after the event; the API server answered at all %s and ready %s after that start, the restarted process's CPU by then %s, its readiness checks still failing before: %s; the electors' CPU from the event until ready %s",
+		round(o.answering-s.Ready.Sub(s.Started)), round(s.Listening.Sub(s.Started)), round(s.Ready.Sub(s.Started)), round(s.CPU), failing, round(o.electorsCPUToAnswer))
 }
 
 // budget is the takeover budget of the scenario's timing.
@@ -316,6 +348,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 			answering = a.at
 			if o.scenario != scenarioCold {
 				o.answering = a.at.Sub(start)
+				o.start, o.electorsCPUToAnswer = cp.LastStart(), processCPU()-cpuBefore
 			}
 		default:
 		}

@@ -34,7 +34,24 @@ type ControlPlane struct {
 	// command name: envtest does not know them, so Stop stops them first.
 	restarted map[string]*restartedProcess
 	logs      []string // their output, removed by Stop
+	lastStart StartReport
 }
+
+// StartReport is how the process the last restart started came back: when it started, when the API
+// server first answered at all (its port open, whatever the answer), when it answered ready, the CPU
+// time the restarted process had spent by then, and the readiness checks the API server's last answer
+// before ready still failed. Between listening and ready a restarted kube-apiserver is busy with its own
+// start and with every client that comes back: the CPU and the checks say which held it.
+type StartReport struct {
+	Started, Listening, Ready time.Time
+	CPU                       time.Duration
+	// Failing are the checks (/readyz?verbose) the last answer before ready said failed, none if the
+	// first answer was ready.
+	Failing []string
+}
+
+// LastStart is the StartReport of the last restart that returned ready.
+func (c *ControlPlane) LastStart() StartReport { return c.lastStart }
 
 // StartControlPlane starts kube-apiserver and etcd through envtest, with the CRDs in crdDirs installed.
 // The binaries come from KUBEBUILDER_ASSETS when the user sets it, otherwise from what
@@ -176,9 +193,12 @@ func (c *ControlPlane) restart(ctx context.Context, name string, down time.Durat
 		if err != nil {
 			return time.Time{}, err
 		}
-		ready, err := c.waitReady(ctx, p)
+		report, err := c.waitReady(ctx, p)
 		if !errors.Is(err, errExited) {
-			return ready, err
+			if err == nil {
+				c.lastStart = report
+			}
+			return report.Ready, err
 		}
 		data, _ := os.ReadFile(p.log)
 		if attempt == restartAttempts || !strings.Contains(string(data), "address already in use") {
@@ -218,31 +238,54 @@ func (c *ControlPlane) start(name, exe string, args []string) (*restartedProcess
 var errExited = errors.New("exited")
 
 // waitReady polls the API server's /readyz until it answers ok, until ctx's deadline or for two minutes
-// when it has none, unless p exits.
-func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (time.Time, error) {
+// when it has none, unless p exits; it reports how p came back.
+func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (StartReport, error) {
 	deadline, ok := ctx.Deadline()
 	if !ok {
 		deadline = time.Now().Add(2 * time.Minute)
 	}
+	report := StartReport{Started: p.started}
 	for {
 		attempt, cancel := context.WithTimeout(ctx, time.Second)
-		_, err := c.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").DoRaw(attempt)
+		result := c.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").Param("verbose", "").Do(attempt)
 		cancel()
+		body, err := result.Raw()
+		var code int
+		if result.StatusCode(&code); code != 0 && report.Listening.IsZero() {
+			report.Listening = time.Now()
+		}
 		if err == nil {
-			return time.Now(), nil
+			report.Ready = time.Now()
+			report.CPU, _ = CPUTime(p.cmd.Process.Pid)
+			return report, nil
+		}
+		if code != 0 {
+			report.Failing = failingChecks(body)
 		}
 		if time.Now().After(deadline) {
-			return time.Time{}, fmt.Errorf("kube-apiserver not ready %s after a restart: %w (%w); the restarted processes' output is in %s",
+			return report, fmt.Errorf("kube-apiserver not ready %s after a restart: %w (%w); the restarted processes' output is in %s",
 				time.Since(p.started).Round(time.Second), err, context.DeadlineExceeded, strings.Join(c.logs, ", "))
 		}
 		select {
 		case <-ctx.Done():
-			return time.Time{}, ctx.Err()
+			return report, ctx.Err()
 		case <-p.exited:
-			return time.Time{}, errExited
+			return report, errExited
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+}
+
+// failingChecks are the checks a verbose health answer lists as failed ("[-]etcd failed: reason
+// withheld").
+func failingChecks(body []byte) []string {
+	var failing []string
+	for line := range strings.Lines(string(body)) {
+		if name, ok := strings.CutPrefix(line, "[-]"); ok {
+			failing = append(failing, strings.Fields(name)[0])
+		}
+	}
+	return failing
 }
 
 // Metrics are the API server's own metrics.

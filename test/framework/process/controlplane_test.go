@@ -2,6 +2,9 @@ package process
 
 import (
 	"context"
+	"os"
+	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -66,6 +69,13 @@ func TestControlPlaneRestarts(t *testing.T) {
 			if !answered.After(killed) {
 				t.Errorf("answered at %s, before the kill at %s", answered, killed)
 			}
+			start := cp.LastStart()
+			if !start.Ready.Equal(answered) || start.Started.Before(killed) || start.Listening.Before(start.Started) || start.Ready.Before(start.Listening) {
+				t.Errorf("LastStart %+v, killed at %s, answered at %s: want killed <= started <= listening <= ready = answered", start, killed, answered)
+			}
+			if start.CPU <= 0 {
+				t.Errorf("LastStart's CPU %s: want what the restarted %s spent to start", start.CPU, tc.replaced)
+			}
 			after := children()
 			if after[apiServerCommand] == 0 || after[etcdCommand] == 0 {
 				t.Fatalf("after the restart, children %v: want kube-apiserver and etcd", after)
@@ -80,5 +90,48 @@ func TestControlPlaneRestarts(t *testing.T) {
 				t.Errorf("RSS of kube-apiserver %d, etcd %d: want both found", apiServer, etcd)
 			}
 		})
+	}
+}
+
+func TestFailingChecks(t *testing.T) {
+	for _, tc := range []struct {
+		name, body string
+		want       []string
+	}{
+		{"a start still waiting on two checks", "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[+]informer-sync ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n",
+			[]string{"etcd", "poststarthook/rbac/bootstrap-roles"}},
+		{"ready", "[+]ping ok\n[+]etcd ok\nreadyz check passed\n", nil},
+		{"not a verbose answer", "forbidden", nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := failingChecks([]byte(tc.body)); !slices.Equal(got, tc.want) {
+				t.Errorf("failingChecks(%q) = %q, want %q", tc.body, got, tc.want)
+			}
+		})
+	}
+}
+
+// CPUTime reads what the kernel counts for a process: this one's, after it spent some, is close to what
+// getrusage says.
+func TestCPUTime(t *testing.T) {
+	rusage := func() time.Duration {
+		var u syscall.Rusage
+		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &u); err != nil {
+			t.Fatal(err)
+		}
+		return time.Duration(u.Utime.Nano() + u.Stime.Nano())
+	}
+	for rusage() < 200*time.Millisecond { // spent, however busy the machine
+	}
+	got, err := CPUTime(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := rusage()
+	if got < 150*time.Millisecond || got > want+50*time.Millisecond || got < want-50*time.Millisecond {
+		t.Errorf("CPUTime = %s, getrusage says %s: want within a tick or so (and at least the 150ms spent)", got, want)
+	}
+	if _, err := CPUTime(-1); err == nil {
+		t.Error("CPUTime(-1): want an error")
 	}
 }

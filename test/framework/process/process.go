@@ -112,6 +112,32 @@ func (p *Process) CPUTime() (time.Duration, error) {
 // RSSBytes is the resident set size of the process pid.
 func RSSBytes(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
 
+// userHZ is the unit of the CPU times in /proc/<pid>/stat: USER_HZ, 100 on every Linux architecture Go
+// supports.
+const userHZ = 100
+
+// CPUTime is the CPU time, user and system, the process pid has spent so far.
+func CPUTime(pid int) (time.Duration, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// pid (comm) state ppid ... utime stime: comm may hold spaces, so count the fields after its ")".
+	fields := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+1:]))
+	if len(fields) < 13 {
+		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(fields))
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / userHZ, nil
+}
+
 // procStatusBytes reads one "<field>: <n> kB" line of /proc/<pid>/status.
 func procStatusBytes(pid int, field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
