@@ -73,8 +73,10 @@ func TestControlPlaneRestarts(t *testing.T) {
 			if !start.Ready.Equal(answered) || start.Started.Before(killed) || start.Listening.Before(start.Started) || start.Ready.Before(start.Listening) {
 				t.Errorf("LastStart %+v, killed at %s, answered at %s: want killed <= started <= listening <= ready = answered", start, killed, answered)
 			}
-			if start.CPU <= 0 {
-				t.Errorf("LastStart's CPU %s: want what the restarted %s spent to start", start.CPU, tc.replaced)
+			t.Logf("listening %s and ready %s after the start, CPU %s, failing before ready: %q", start.Listening.Sub(start.Started), start.Ready.Sub(start.Started), start.CPU, start.Failing)
+			// etcd may start within one tick of the kernel's CPU clock (10 ms); a kube-apiserver never does.
+			if tc.replaced == apiServerCommand && start.CPU <= 0 {
+				t.Errorf("LastStart's CPU %s: want what the restarted kube-apiserver spent to start", start.CPU)
 			}
 			after := children()
 			if after[apiServerCommand] == 0 || after[etcdCommand] == 0 {
