@@ -298,10 +298,10 @@ func TestOutcomeRowNamesARestartsRoundAfterTheFirst(t *testing.T) {
 func TestStartSummarySaysWhatTheRestartWaitedFor(t *testing.T) {
 	started := time.Unix(1000, 0)
 	o := outcome{scenario: scenarioAPIServerRestart, answering: 20 * time.Second, electorsCPUToAnswer: 3 * time.Second, start: process.StartReport{
-		Started: started, Listening: started.Add(2 * time.Second), Ready: started.Add(8 * time.Second), CPU: 9500 * time.Millisecond,
+		Started: started, FirstAnswer: started.Add(2 * time.Second), Ready: started.Add(8 * time.Second), CPU: 9500 * time.Millisecond,
 		Failing: []string{"poststarthook/rbac/bootstrap-roles", "informer-sync"},
 	}}
-	want := "started 12s after the event; the API server answered at all 2s and ready 8s after that start, the restarted process's CPU by then 9.5s, " +
+	want := "started 12s after the event; the API server first answered a readiness poll (any answer within its second) 2s and ready 8s after that start, the restarted process's CPU by then 9.5s, " +
 		"its readiness checks still failing before: poststarthook/rbac/bootstrap-roles, informer-sync; the electors' CPU from the event until ready 3s"
 	if got := o.startSummary(); got != want {
 		t.Errorf("startSummary:\n%s\nwant:\n%s", got, want)

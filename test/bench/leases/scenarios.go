@@ -88,8 +88,8 @@ func (o outcome) startSummary() string {
 		failing = strings.Join(s.Failing, ", ")
 	}
 	round := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
-	return fmt.Sprintf("started %s after the event; the API server answered at all %s and ready %s after that start, the restarted process's CPU by then %s, its readiness checks still failing before: %s; the electors' CPU from the event until ready %s",
-		round(o.answering-s.Ready.Sub(s.Started)), round(s.Listening.Sub(s.Started)), round(s.Ready.Sub(s.Started)), round(s.CPU), failing, round(o.electorsCPUToAnswer))
+	return fmt.Sprintf("started %s after the event; the API server first answered a readiness poll (any answer within its second) %s and ready %s after that start, the restarted process's CPU by then %s, its readiness checks still failing before: %s; the electors' CPU from the event until ready %s",
+		round(o.answering-s.Ready.Sub(s.Started)), round(s.FirstAnswer.Sub(s.Started)), round(s.Ready.Sub(s.Started)), round(s.CPU), failing, round(o.electorsCPUToAnswer))
 }
 
 // budget is the takeover budget of the scenario's timing.

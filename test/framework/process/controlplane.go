@@ -38,13 +38,15 @@ type ControlPlane struct {
 }
 
 // StartReport is how the process the last restart started came back: when it started, when the API
-// server first answered at all (its port open, whatever the answer), when it answered ready, the CPU
-// time the restarted process had spent by then, and the readiness checks the API server's last answer
-// before ready still failed. Between listening and ready a restarted kube-apiserver is busy with its own
-// start and with every client that comes back: the CPU and the checks say which held it.
+// server first answered a readiness poll at all (whatever the answer; each poll is given a second, so a
+// server whose port is open but which is too busy to answer within it has not answered), when it answered
+// ready, the CPU time the restarted process had spent by then, and the readiness checks the API server's
+// last answer before ready still failed. A restarted kube-apiserver binds its port early in its start and
+// serves once it is built, and then every client that comes back is at its door: the CPU and the checks
+// say whether its own start or the clients held its answer.
 type StartReport struct {
-	Started, Listening, Ready time.Time
-	CPU                       time.Duration
+	Started, FirstAnswer, Ready time.Time
+	CPU                         time.Duration
 	// Failing are the checks (/readyz?verbose) the last answer before ready said failed, none if the
 	// first answer was ready.
 	Failing []string
@@ -251,8 +253,8 @@ func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (Star
 		cancel()
 		body, err := result.Raw()
 		var code int
-		if result.StatusCode(&code); code != 0 && report.Listening.IsZero() {
-			report.Listening = time.Now()
+		if result.StatusCode(&code); code != 0 && report.FirstAnswer.IsZero() {
+			report.FirstAnswer = time.Now()
 		}
 		if err == nil {
 			report.Ready = time.Now()
