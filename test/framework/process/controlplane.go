@@ -47,8 +47,8 @@ type ControlPlane struct {
 type StartReport struct {
 	Started, FirstAnswer, Ready time.Time
 	CPU                         time.Duration
-	// Failing are the checks (/readyz?verbose) the last answer before ready said failed, none if the
-	// first answer was ready.
+	// Failing are the checks (/readyz?verbose) the last answer that listed them before ready said
+	// failed, none if the first such answer was ready.
 	Failing []string
 }
 
@@ -261,8 +261,8 @@ func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (Star
 			report.CPU, _ = CPUTime(p.cmd.Process.Pid)
 			return report, nil
 		}
-		if code != 0 {
-			report.Failing = failingChecks(body)
+		if failing, verbose := failingChecks(body); verbose {
+			report.Failing = failing
 		}
 		if time.Now().After(deadline) {
 			return report, fmt.Errorf("kube-apiserver not ready %s after a restart: %w (%w); the restarted processes' output is in %s",
@@ -279,15 +279,20 @@ func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (Star
 }
 
 // failingChecks are the checks a verbose health answer lists as failed ("[-]etcd failed: reason
-// withheld").
-func failingChecks(body []byte) []string {
-	var failing []string
+// withheld"); verbose is false for an answer that lists no check at all (a 429, a 403), which says
+// nothing about them.
+func failingChecks(body []byte) (failing []string, verbose bool) {
 	for line := range strings.Lines(string(body)) {
-		if name, ok := strings.CutPrefix(line, "[-]"); ok {
-			failing = append(failing, strings.Fields(name)[0])
+		failed := strings.HasPrefix(line, "[-]")
+		if !failed && !strings.HasPrefix(line, "[+]") {
+			continue
+		}
+		verbose = true
+		if name := strings.Fields(line[len("[-]"):]); failed && len(name) > 0 {
+			failing = append(failing, name[0])
 		}
 	}
-	return failing
+	return failing, verbose
 }
 
 // Metrics are the API server's own metrics.

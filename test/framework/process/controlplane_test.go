@@ -97,17 +97,20 @@ func TestControlPlaneRestarts(t *testing.T) {
 
 func TestFailingChecks(t *testing.T) {
 	for _, tc := range []struct {
-		name, body string
-		want       []string
+		name, body  string
+		want        []string
+		wantVerbose bool
 	}{
 		{"a start still waiting on two checks", "[+]ping ok\n[+]log ok\n[-]etcd failed: reason withheld\n[+]informer-sync ok\n[-]poststarthook/rbac/bootstrap-roles failed: reason withheld\nreadyz check failed\n",
-			[]string{"etcd", "poststarthook/rbac/bootstrap-roles"}},
-		{"ready", "[+]ping ok\n[+]etcd ok\nreadyz check passed\n", nil},
-		{"not a verbose answer", "forbidden", nil},
+			[]string{"etcd", "poststarthook/rbac/bootstrap-roles"}, true},
+		{"ready", "[+]ping ok\n[+]etcd ok\nreadyz check passed\n", nil, true},
+		{"a failed check with no name is not one", "[-]\n[-]   \n[+]ping ok\n", nil, true},
+		{"not a verbose answer: says nothing of the checks", "Too many requests, please try again later.\n", nil, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := failingChecks([]byte(tc.body)); !slices.Equal(got, tc.want) {
-				t.Errorf("failingChecks(%q) = %q, want %q", tc.body, got, tc.want)
+			got, verbose := failingChecks([]byte(tc.body))
+			if !slices.Equal(got, tc.want) || verbose != tc.wantVerbose {
+				t.Errorf("failingChecks(%q) = %q, %t; want %q, %t", tc.body, got, verbose, tc.want, tc.wantVerbose)
 			}
 		})
 	}
