@@ -118,7 +118,7 @@ func profileCPU(path string) (stop func(), err error) {
 	}, nil
 }
 
-// listRule says what a list flag may hold besides its known values, each once.
+// listRule says how a list flag may hold its known values.
 type listRule int
 
 const (
@@ -260,7 +260,8 @@ func run(ctx context.Context, cfg config) error {
 					return fmt.Errorf("run %d, %d leases, %s electors: %w", run, n, client, err)
 				}
 				rows = append(rows, r)
-				// The tables so far, on stderr: a run stopped part way keeps what it measured.
+				// The tables so far, on stderr: a run stopped part way keeps what it measured. Their goals
+				// judge against the rows run so far only.
 				printTable(os.Stderr, rowsHeading, rowLines(rows))
 				printOutcomes(os.Stderr, outcomes)
 			}

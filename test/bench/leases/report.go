@@ -65,7 +65,8 @@ func (r row) markdown() string {
 // outcomesHeading heads the scenarios' table, a column for each of markdown's.
 const outcomesHeading = "| run | leases | scenario | client | timing D / R / P | API server answering after | every lease led after | leases unled at worst | 429s: peak/s / total (of requests) | 429s >= 1% until (budget D + M) | shed (peak queued): lease writes' level / workload-low | lease writes answered: ok / conflict / 429 (p99) | lease writes/s | leaders changed | two claims | CPU until every lease led: API server / electors | API server RSS (peak) | goals |"
 
-// markdown is the outcome's row of the scenarios' table, judged against the others of the same run.
+// markdown is the outcome's row of the scenarios' table, judged against the others of the same run and
+// round.
 func (o outcome) markdown(all []outcome) string {
 	answering, led := "-", "not all"
 	switch {
@@ -122,7 +123,7 @@ func (o outcome) recovered() time.Duration {
 }
 
 // verdict says whether an agent's outcome meets the scale goals (docs/scale.md), and which it misses: every lease led
-// (no later than client-go's electors in the same scenario of the same run, where they ran), never two
+// (no later than client-go's electors in the same scenario, run and round, where they ran), never two
 // claims, and after a restart the 429s under 1% of requests within one takeover budget of the API
 // server answering again. client-go's rows are the reference, and say only what went wrong.
 func (o outcome) verdict(all []outcome) string {

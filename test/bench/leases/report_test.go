@@ -419,7 +419,7 @@ func TestMediansJudgeTheGoalsOverTheRuns(t *testing.T) {
 			},
 		},
 		{
-			name: "a restart's rounds in one run count as times of their own, raced round by round",
+			name: "a restart's rounds in one run are pooled as times of their own",
 			outcomes: []outcome{
 				o(1, clientAgent, scenarioAPIServerRestart, 10*s, 20*s), o(1, clientClientGo, scenarioAPIServerRestart, 10*s, 22*s),
 				func() outcome { x := o(1, clientAgent, scenarioAPIServerRestart, 10*s, 30*s); x.round = 2; return x }(),

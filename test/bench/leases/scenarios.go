@@ -322,12 +322,13 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 	start, cpuBefore := time.Now(), processCPU()
 	type answer struct {
 		at  time.Time
+		cpu time.Duration // this process's, when the event returned
 		err error
 	}
 	answered := make(chan answer, 1)
 	go func() {
 		at, err := do(ctx) // not bounded here: a cold start starts its electors on ctx, which outlives the scenario
-		answered <- answer{at, err}
+		answered <- answer{at, processCPU(), err}
 	}()
 	var answering time.Time
 	twice := map[int]bool{}
@@ -348,7 +349,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 			answering = a.at
 			if o.scenario != scenarioCold {
 				o.answering = a.at.Sub(start)
-				o.start, o.electorsCPUToAnswer = cp.LastStart(), processCPU()-cpuBefore
+				o.start, o.electorsCPUToAnswer = cp.LastStart(), a.cpu-cpuBefore
 			}
 		default:
 		}
@@ -383,7 +384,7 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		if time.Now().After(nextProgress) {
 			nextProgress = nextProgress.Add(progressEvery)
 			fmt.Fprintf(os.Stderr, "  %s after %s: %d leases without a leader, %d ever with two; %d electors never read their lease; failures: %s\n",
-				o.scenario, time.Since(start).Round(time.Second), unled, len(twice), unsynced(pop.all()), failed)
+				o.name(), time.Since(start).Round(time.Second), unled, len(twice), unsynced(pop.all()), failed)
 		}
 		time.Sleep(sampleEvery)
 	}

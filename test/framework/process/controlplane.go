@@ -249,7 +249,9 @@ func (c *ControlPlane) waitReady(ctx context.Context, p *restartedProcess) (Star
 	report := StartReport{Started: p.started}
 	for {
 		attempt, cancel := context.WithTimeout(ctx, time.Second)
-		result := c.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").Param("verbose", "").Do(attempt)
+		// No retries inside the poll: client-go's REST client would wait out a 429's Retry-After, past
+		// the poll's second, and the answer would be lost.
+		result := c.Client.CoreV1().RESTClient().Get().AbsPath("/readyz").Param("verbose", "").MaxRetries(0).Do(attempt)
 		cancel()
 		body, err := result.Raw()
 		var code int

@@ -86,28 +86,8 @@ func (p *Process) RSSBytes() (int64, error) { return RSSBytes(p.Pid()) }
 // binary, which every process running the same file shares through the page cache.
 func (p *Process) PrivateBytes() (int64, error) { return procStatusBytes(p.Pid(), "RssAnon") }
 
-// CPUTime is the CPU time the process has used, user and system, from /proc/<pid>/stat (in clock ticks of
-// 10 ms, the kernel's USER_HZ on Linux).
-func (p *Process) CPUTime() (time.Duration, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Pid()))
-	if err != nil {
-		return 0, err
-	}
-	// The command name, field 2, is in parentheses and may hold spaces: count fields after its end.
-	fields := strings.Fields(string(data[bytes.LastIndexByte(data, ')')+1:]))
-	if len(fields) < 13 {
-		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the name", p.Pid(), len(fields))
-	}
-	var ticks int64
-	for _, f := range fields[11:13] { // utime and stime, fields 14 and 15
-		n, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			return 0, err
-		}
-		ticks += n
-	}
-	return time.Duration(ticks) * 10 * time.Millisecond, nil
-}
+// CPUTime is the CPU time the process has used, user and system.
+func (p *Process) CPUTime() (time.Duration, error) { return CPUTime(p.Pid()) }
 
 // RSSBytes is the resident set size of the process pid.
 func RSSBytes(pid int) (int64, error) { return procStatusBytes(pid, "VmRSS") }
