@@ -108,7 +108,7 @@ func CPUTime(pid int) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%d/stat: %d fields after the command", pid, len(fields))
 	}
 	var ticks int64
-	for _, f := range fields[11:13] {
+	for _, f := range fields[11:13] { // utime and stime, fields 14 and 15 of the line
 		n, err := strconv.ParseInt(f, 10, 64)
 		if err != nil {
 			return 0, fmt.Errorf("/proc/%d/stat: %w", pid, err)
