@@ -331,12 +331,14 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 		answered <- answer{at, processCPU(), err}
 	}()
 	var answering time.Time
+	returned := false // the event's answer was received
 	twice := map[int]bool{}
 	const progressEvery = 30 * time.Second
 	nextProgress := start.Add(progressEvery)
 	for {
 		select {
 		case a := <-answered:
+			returned = true
 			// A restarted API server not ready within the timeout (the restart's own deadline) is the
 			// scenario's row, not the harness's failure: the timeout below ends the wait.
 			if notReady := errors.Is(a.err, context.DeadlineExceeded) && ctx.Err() == nil; notReady {
@@ -387,6 +389,12 @@ func runScenario(ctx context.Context, o outcome, pop *population, candidates int
 				o.name(), time.Since(start).Round(time.Second), unled, len(twice), unsynced(pop.all()), failed)
 		}
 		time.Sleep(sampleEvery)
+	}
+	if !returned {
+		// A restart the timeout above ended before it returned is still polling the API server's
+		// readiness until its own deadline (the same timeout, counted a moment later): the next restart
+		// must not start while it polls.
+		<-answered
 	}
 	samples, rss := m.stop()
 	o.writes = w.outcomes.counts().since(outcomesBefore)
