@@ -46,11 +46,11 @@ func crashSpecs() {
 
 				for _, p := range pods {
 					// Only what each replica wrote since the component came back counts.
-					lines := podLogSince(ctx, node, p.Name, "orders", restarted)
+					lines := podLogSince(g, ctx, node, p.Name, "orders", restarted)
 					seen += fmt.Sprintf("; %s wrote %d lines since, last %q", p.Name, len(lines), lastOf(lines))
 				}
 				for _, p := range pods {
-					lines := podLogSince(ctx, node, p.Name, "orders", restarted)
+					lines := podLogSince(g, ctx, node, p.Name, "orders", restarted)
 					g.Expect(lines).NotTo(BeEmpty(), "%s has written nothing since %s came back (%s)", p.Name, component, seen)
 					last := lines[len(lines)-1]
 					if p.Name == leader {

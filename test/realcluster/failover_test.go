@@ -47,7 +47,7 @@ func failoverSpecs() {
 			took = append(took, change.At.Sub(stalled))
 			// Read while the app is still frozen, seconds after it stopped: its log holds every write it
 			// made before the freeze, and nothing since.
-			before := len(podLog(ctx, node, leader.Name, "orders"))
+			before := len(podLog(Default, ctx, node, leader.Name, "orders"))
 			for _, id := range frozen {
 				Expect(node.Thaw(id)).To(Succeed())
 			}
@@ -57,7 +57,7 @@ func failoverSpecs() {
 				// The first new line may be the one write the app had in flight when it was frozen,
 				// admitted before the takeover and answered while it was frozen. Every write sent after
 				// the thaw is fenced.
-				after := podLog(ctx, node, leader.Name, "orders")[before:]
+				after := podLog(g, ctx, node, leader.Name, "orders")[before:]
 				g.Expect(len(after)).To(BeNumerically(">=", 3))
 				for _, line := range after[1:] {
 					g.Expect(line).To(ContainSubstring(`denied the request: leasegate: pod `+app+"/"+leader.Name), "a write of the stale leader was admitted")
@@ -103,7 +103,7 @@ func failoverSpecs() {
 
 			Eventually(func(g Gomega) {
 				// Every agent is asked, old and new, terminating or not.
-				claimants := claimsOf(listPods(ctx, node, "orders"))
+				claimants := claimsOf(listPods(g, ctx, node, "orders"))
 				if proof, found := observe.Overlap(claimants); found {
 					Fail("two agents led at once: " + proof)
 				}

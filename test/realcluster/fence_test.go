@@ -43,7 +43,7 @@ func fenceSpecs() {
 		outcomes := map[string]map[string]int{} // pod -> allowed/denied -> count
 		Eventually(func(g Gomega) {
 			for _, p := range pods {
-				lines := podLog(ctx, node, p.Name, "ledger")
+				lines := podLog(g, ctx, node, p.Name, "ledger")
 				g.Expect(lines).To(HaveLen(writes), "%s has not made its %d writes yet", p.Name, writes)
 				counts := map[string]int{}
 				for _, line := range lines {
@@ -79,7 +79,7 @@ func fenceSpecs() {
 		client, err := observe.WebhookClient(secret.Data["ca.crt"], leasegateNamespace)
 		Expect(err).NotTo(HaveOccurred())
 		m := observe.Metrics{}
-		for _, p := range listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
+		for _, p := range listPodsIn(Default, ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
 			code, body, err := observe.GetWithToken(ctx, client, fmt.Sprintf("https://%s:8080/metrics", p.Status.PodIP), node.Config.BearerToken)
 			Expect(err).NotTo(HaveOccurred())
 			Expect(code).To(Equal(http.StatusOK), string(body))
@@ -162,8 +162,8 @@ func guardOrders(ctx context.Context, node *cluster.Node) []corev1.Pod {
 func awaitFenced(ctx context.Context, node *cluster.Node, workload string) {
 	Eventually(func(g Gomega) {
 		leader := holderPod(ctx, node, workload)
-		for _, p := range listPods(ctx, node, workload) {
-			lines := podLog(ctx, node, p.Name, workload)
+		for _, p := range listPods(g, ctx, node, workload) {
+			lines := podLog(g, ctx, node, p.Name, workload)
 			g.Expect(lines).NotTo(BeEmpty())
 			last := lines[len(lines)-1]
 			if p.Name == leader {

@@ -90,7 +90,7 @@ func monitoringSpecs() {
 		Expect(denialsFiring.Sub(denialsActive)).To(BeNumerically(">=", 10*time.Second), "it fired before its `for` (active since %s)", denialsActive)
 
 		By("both standby replicas frozen: nobody can take the lease, LeasegateNoLeader fires naming it")
-		pods := listPods(ctx, node, "standby")
+		pods := listPods(Default, ctx, node, "standby")
 		leaderName := holderPod(ctx, node, "standby")
 		var leader, follower corev1.Pod
 		for _, p := range pods {

@@ -45,7 +45,7 @@ func trafficSpecs() {
 		routedToHolder := func(g Gomega) {
 			current := holderPod(ctx, node, "router")
 			g.Expect(current).NotTo(BeEmpty())
-			g.Expect(readyEndpoints(ctx, node, "router-leader")).To(Equal([]string{current}))
+			g.Expect(readyEndpoints(g, ctx, node, "router-leader")).To(Equal([]string{current}))
 		}
 		Eventually(routedToHolder).WithTimeout(30 * time.Second).Should(Succeed())
 
@@ -76,7 +76,7 @@ func trafficSpecs() {
 						return
 					default:
 					}
-					if proof, found := observe.Overlap(claimsOf(listPods(ctx, node, "router"))); found {
+					if proof, found := observe.Overlap(claimsOf(podsOf(ctx, node, "router"))); found {
 						overlaps <- proof
 						close(overlaps)
 						return
@@ -99,7 +99,7 @@ func trafficSpecs() {
 
 		By("a follower's own request is refused by the lease guard")
 		follower := ""
-		for _, p := range listPods(ctx, node, "router") {
+		for _, p := range listPods(Default, ctx, node, "router") {
 			if p.Name != holderPod(ctx, node, "router") {
 				follower = p.Name
 			}
@@ -138,7 +138,7 @@ func trafficSpecs() {
 		}, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		awaitRunning(ctx, node, "storefront", 3)
-		Eventually(func() []string { return readyEndpoints(ctx, node, "storefront") }).WithTimeout(30 * time.Second).Should(HaveLen(3))
+		Eventually(func(g Gomega) []string { return readyEndpoints(g, ctx, node, "storefront") }).WithTimeout(30 * time.Second).Should(HaveLen(3))
 		endpointSlices, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=storefront"})
 		Expect(err).NotTo(HaveOccurred())
 		Expect(endpointSlices.Items).NotTo(BeEmpty())

@@ -98,8 +98,8 @@ func upgradeSpecs() {
 		By("replacing this tree's release with the earlier commit's chart (helm uninstall, helm install)")
 		out, err := tools.RunHelm("uninstall", "leasegate", "--kubeconfig", kubeconfig(), "--namespace", leasegateNamespace, "--wait")
 		Expect(err).NotTo(HaveOccurred(), string(out))
-		Eventually(func() []corev1.Pod {
-			return listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")
+		Eventually(func(g Gomega) []corev1.Pod {
+			return listPodsIn(g, ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")
 		}).WithTimeout(120 * time.Second).Should(BeEmpty())
 		out, err = tools.RunHelm("install", "leasegate", earlierChart, "--kubeconfig", kubeconfig(), "--namespace", leasegateNamespace, "--values", earlierValues)
 		Expect(err).NotTo(HaveOccurred(), string(out))
@@ -166,7 +166,7 @@ func upgradeSpecs() {
 		By("rolling " + stock + "-2 only (partition 2): it comes back with this tree's agent beside two earlier ones")
 		rollStock(ctx, node, 2)
 		Eventually(func(g Gomega) {
-			byKind := agentKinds(ctx, node, earlierTag)
+			byKind := agentKinds(Default, ctx, node, earlierTag)
 			g.Expect(byKind).To(Equal(map[string]string{stock + "-0": "earlier", stock + "-1": "earlier", stock + "-2": "new"}))
 		}).WithTimeout(90 * time.Second).Should(Succeed())
 		awaitRunning(ctx, node, stock, 3)
@@ -176,11 +176,11 @@ func upgradeSpecs() {
 		// frozen (a crash takeover) or deleted (a graceful handover), and the agents of its own kind's other
 		// pods are frozen meanwhile, so only the other kind can take it.
 		move := func(graceful bool) (from, to string, took time.Duration) {
-			kinds := agentKinds(ctx, node, earlierTag)
+			kinds := agentKinds(Default, ctx, node, earlierTag)
 			leader := getPod(ctx, node, holderPod(ctx, node, stock))
 			from = kinds[leader.Name]
 			var followers, frozen []string // the agents of the leader's kind that must not take it
-			for _, p := range podsOf(ctx, node, stock) {
+			for _, p := range listPods(Default, ctx, node, stock) {
 				if p.Name != leader.Name && kinds[p.Name] == from {
 					followers = append(followers, containerID(&p, agentContainer))
 				}
@@ -248,7 +248,7 @@ func upgradeSpecs() {
 			g.Expect(s.Status.CurrentRevision).To(Equal(s.Status.UpdateRevision), "the rolling update is still under way")
 			g.Expect(s.Status.UpdatedReplicas).To(BeEquivalentTo(3))
 			g.Expect(s.Status.ReadyReplicas).To(BeEquivalentTo(3))
-			g.Expect(slices.Collect(maps.Values(agentKinds(ctx, node, earlierTag)))).To(HaveEach("new"))
+			g.Expect(slices.Collect(maps.Values(agentKinds(g, ctx, node, earlierTag)))).To(HaveEach("new"))
 		}).WithTimeout(120 * time.Second).Should(Succeed())
 		awaitRunning(ctx, node, stock, 3)
 		Eventually(func() string { return holder(ctx, node, stock) }).WithTimeout(30 * time.Second).ShouldNot(BeEmpty())
@@ -309,8 +309,8 @@ type window struct {
 func startWindow(ctx context.Context, node *cluster.Node, name string) *window {
 	w := &window{name: name, leader: holder(ctx, node, stock), written: map[string]int{}}
 	Expect(w.leader).NotTo(BeEmpty())
-	for _, p := range podsOf(ctx, node, stock) {
-		w.written[p.Name] = len(podLog(ctx, node, p.Name, stock))
+	for _, p := range listPods(Default, ctx, node, stock) {
+		w.written[p.Name] = len(podLog(Default, ctx, node, p.Name, stock))
 	}
 	w.lease = watchLease(ctx, node, stock)
 	w.claims = sampleStockClaims(ctx, node)
@@ -346,8 +346,8 @@ func (w *window) stopAndCheck(ctx context.Context, node *cluster.Node, wantTag s
 	Expect(w.lease.Holders()).To(Equal([]string{w.leader}), "the election was interrupted during the %s", w.name)
 	leader, _, _ := lease.ParseIdentity(w.leader)
 	var allowed, denied int
-	for _, p := range podsOf(ctx, node, stock) {
-		lines := podLog(ctx, node, p.Name, stock)
+	for _, p := range listPods(Default, ctx, node, stock) {
+		lines := podLog(Default, ctx, node, p.Name, stock)
 		for _, line := range lines[min(w.written[p.Name], len(lines)):] {
 			switch {
 			case p.Name == leader:
@@ -584,9 +584,9 @@ func rollStock(ctx context.Context, node *cluster.Node, partition int32) {
 
 // agentKinds says, for each live pod of stock, whether its agent is the earlier commit's ("earlier") or
 // this tree's ("new").
-func agentKinds(ctx context.Context, node *cluster.Node, earlierTag string) map[string]string {
+func agentKinds(g Gomega, ctx context.Context, node *cluster.Node, earlierTag string) map[string]string {
 	kinds := map[string]string{}
-	for _, p := range podsOf(ctx, node, stock) {
+	for _, p := range listPods(g, ctx, node, stock) {
 		if p.DeletionTimestamp != nil {
 			continue
 		}
@@ -611,16 +611,6 @@ func sampleStockClaims(ctx context.Context, node *cluster.Node) *observe.ClaimsS
 	})
 }
 
-// podsOf lists the workload's pods, none on an error: it runs in the claim sampler's goroutine, where an
-// assertion cannot fail the spec.
-func podsOf(ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
-	list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + workload})
-	if err != nil {
-		return nil
-	}
-	return list.Items
-}
-
 // agentImage is the image of the pod's injected agent, "" if it has none.
 func agentImage(p *corev1.Pod) string {
 	for _, c := range append(p.Spec.InitContainers, p.Spec.Containers...) {
@@ -641,7 +631,7 @@ func awaitWebhookRollout(ctx context.Context, node *cluster.Node, tag string) {
 		g.Expect(d.Status.UpdatedReplicas).To(BeEquivalentTo(2))
 		g.Expect(d.Status.Replicas).To(BeEquivalentTo(2))
 		g.Expect(d.Status.ReadyReplicas).To(BeEquivalentTo(2))
-		pods := listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")
+		pods := listPodsIn(g, ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")
 		g.Expect(pods).To(HaveLen(2), "old replicas are still terminating")
 		for _, p := range pods {
 			g.Expect(p.Spec.Containers[0].Image).To(HaveSuffix(":"+tag), p.Name)

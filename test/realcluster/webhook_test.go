@@ -44,7 +44,7 @@ func webhookSpecs() {
 		By("200 more, deleting a webhook replica once 40 are in")
 		ns = newBurstNamespace(ctx, node, "chaos")
 		var created atomic.Int32
-		victim := listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")[0].Name
+		victim := listPodsIn(Default, ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook")[0].Name
 		_, failures = createPodsWhile(ctx, node, ns, 200, func() {
 			if created.Add(1) == 40 {
 				Expect(node.Client.CoreV1().Pods(leasegateNamespace).Delete(ctx, victim, metav1.DeleteOptions{})).To(Succeed())
@@ -71,7 +71,7 @@ func webhookSpecs() {
 	It("keeps the webhook's and the agents' memory within their limits", func() {
 		ensureOrders(ctx, node) // agents to measure
 		rss := func(namespace, selector, container string) (sizes []int64) {
-			for _, p := range listPodsIn(ctx, node, namespace, selector) {
+			for _, p := range listPodsIn(Default, ctx, node, namespace, selector) {
 				if p.DeletionTimestamp != nil {
 					continue
 				}
@@ -126,17 +126,17 @@ func webhookSpecs() {
 			_, err = certificates.UpdateStatus(ctx, cert, metav1.UpdateOptions{})
 			Expect(err).NotTo(HaveOccurred())
 		}
-		secretCert := func(name string) *x509.Certificate {
+		secretCert := func(g Gomega, name string) *x509.Certificate {
 			secret, err := node.Client.CoreV1().Secrets(leasegateNamespace).Get(ctx, name, metav1.GetOptions{})
-			Expect(err).NotTo(HaveOccurred())
+			g.Expect(err).NotTo(HaveOccurred())
 			cert, err := certs.ParseCertificate(secret.Data["tls.crt"])
-			Expect(err).NotTo(HaveOccurred())
+			g.Expect(err).NotTo(HaveOccurred(), "the certificate in Secret %s", name)
 			return cert
 		}
 		// servedBy is the serial each webhook replica's TLS server presents now.
 		served := func(g Gomega) []string {
 			var serials []string
-			for _, p := range listPodsIn(ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
+			for _, p := range listPodsIn(g, ctx, node, leasegateNamespace, "app.kubernetes.io/name=leasegate-webhook") {
 				conn, err := tls.DialWithDialer(&net.Dialer{Timeout: time.Second}, "tcp", net.JoinHostPort(p.Status.PodIP, "9443"),
 					&tls.Config{InsecureSkipVerify: true}) // only the serial is read
 				g.Expect(err).NotTo(HaveOccurred())
@@ -153,19 +153,19 @@ func webhookSpecs() {
 			{"the CA, then the serving certificate it signs", "leasegate-ca"},
 		} {
 			By("reissuing " + rotation.name + " while pods are admitted and guarded writes are judged")
-			leaf, ca := secretCert("leasegate-webhook-tls"), secretCert("leasegate-ca")
+			leaf, ca := secretCert(Default, "leasegate-webhook-tls"), secretCert(Default, "leasegate-ca")
 			renew(rotation.certificate)
 			started := time.Now()
 			if rotation.certificate == "leasegate-ca" {
-				Eventually(func() string { return secretCert("leasegate-ca").SerialNumber.String() }).WithTimeout(60*time.Second).
+				Eventually(func(g Gomega) string { return secretCert(g, "leasegate-ca").SerialNumber.String() }).WithTimeout(60*time.Second).
 					ShouldNot(Equal(ca.SerialNumber.String()), "cert-manager reissues the CA")
 				// The serving certificate is not reissued when its CA is (cert-manager issue 6350): it is at
 				// its next renewal, which is forced here.
 				renew("leasegate-webhook")
 			}
 			var next *x509.Certificate
-			Eventually(func() string {
-				next = secretCert("leasegate-webhook-tls")
+			Eventually(func(g Gomega) string {
+				next = secretCert(g, "leasegate-webhook-tls")
 				return next.SerialNumber.String()
 			}).WithTimeout(60*time.Second).ShouldNot(Equal(leaf.SerialNumber.String()), "cert-manager reissues the serving certificate")
 			Eventually(served).WithTimeout(5*time.Minute).WithPolling(time.Second).
@@ -236,7 +236,7 @@ type admissionLoad struct {
 func startAdmissionLoad(ctx context.Context, node *cluster.Node, workload string) *admissionLoad {
 	leader := holderPod(ctx, node, workload)
 	var follower *corev1.Pod
-	for _, p := range listPods(ctx, node, workload) {
+	for _, p := range listPods(Default, ctx, node, workload) {
 		if p.Name != leader {
 			follower = &p
 			break

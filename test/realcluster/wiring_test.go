@@ -26,7 +26,7 @@ func appWiringSpecs() {
 		Expect(err).NotTo(HaveOccurred())
 		awaitRunning(ctx, node, "gateway", 2)
 		leaderAlone := func(g Gomega) {
-			g.Expect(readyEndpoints(ctx, node, "gateway")).To(Equal([]string{holderPod(ctx, node, "gateway")}))
+			g.Expect(readyEndpoints(g, ctx, node, "gateway")).To(Equal([]string{holderPod(ctx, node, "gateway")}))
 		}
 		Eventually(leaderAlone).WithTimeout(30 * time.Second).Should(Succeed())
 
@@ -38,7 +38,7 @@ func appWiringSpecs() {
 			var none, wrong time.Duration
 			last := time.Now()
 			Eventually(func(g Gomega) {
-				ready, now := readyEndpoints(ctx, node, "gateway"), time.Now()
+				ready, now := readyEndpoints(g, ctx, node, "gateway"), time.Now()
 				current := holderPod(ctx, node, "gateway")
 				switch {
 				case len(ready) == 0:
@@ -62,8 +62,8 @@ func appWiringSpecs() {
 
 	It("start: leader: a follower's app container starts only once it leads", func() {
 		deployWorkload(ctx, node, "scheduler", 2, map[string]string{"leasegate.io/start": "leader"})
-		started := func() (names []string) {
-			for _, p := range listPods(ctx, node, "scheduler") {
+		started := func(g Gomega) (names []string) {
+			for _, p := range listPods(g, ctx, node, "scheduler") {
 				for _, c := range p.Status.ContainerStatuses {
 					if c.Name == "scheduler" && c.State.Running != nil && p.DeletionTimestamp == nil {
 						names = append(names, p.Name)
@@ -73,10 +73,10 @@ func appWiringSpecs() {
 			return names
 		}
 		Eventually(func(g Gomega) {
-			g.Expect(listPods(ctx, node, "scheduler")).To(HaveLen(2))
-			g.Expect(started()).To(Equal([]string{holderPod(ctx, node, "scheduler")}))
+			g.Expect(listPods(g, ctx, node, "scheduler")).To(HaveLen(2))
+			g.Expect(started(g)).To(Equal([]string{holderPod(ctx, node, "scheduler")}))
 		}).WithTimeout(60 * time.Second).Should(Succeed())
-		Consistently(func() int { return len(started()) }).WithTimeout(2*time.Second).Should(Equal(1), "the follower's app must wait")
+		Consistently(func(g Gomega) int { return len(started(g)) }).WithTimeout(2*time.Second).Should(Equal(1), "the follower's app must wait")
 
 		By("the leader goes; the follower's app starts once it has taken the lease")
 		leader := holderPod(ctx, node, "scheduler")
@@ -84,15 +84,15 @@ func appWiringSpecs() {
 		Eventually(func(g Gomega) {
 			next := holderPod(ctx, node, "scheduler")
 			g.Expect(next).NotTo(BeElementOf(leader, ""))
-			g.Expect(started()).To(Equal([]string{next}))
+			g.Expect(started(g)).To(Equal([]string{next}))
 		}).WithTimeout(60 * time.Second).Should(Succeed())
 	})
 
 	It("on-loss: restart: a leader frozen past a takeover is evicted once thawed, and its replacement waits as a follower", func() {
 		deployWorkload(ctx, node, "batch", 2, map[string]string{"leasegate.io/on-loss": "restart"})
 		DeferCleanup(removeWorkload, node, "batch") // the specs after this one measure with the load they had
-		running := func() (names []string) {
-			for _, p := range listPods(ctx, node, "batch") {
+		running := func(g Gomega) (names []string) {
+			for _, p := range listPods(g, ctx, node, "batch") {
 				for _, c := range p.Status.ContainerStatuses {
 					if c.Name == "batch" && c.State.Running != nil {
 						names = append(names, p.Name)
@@ -103,8 +103,8 @@ func appWiringSpecs() {
 			return names
 		}
 		Eventually(func(g Gomega) {
-			g.Expect(listPods(ctx, node, "batch")).To(HaveLen(2))
-			g.Expect(running()).To(Equal([]string{holderPod(ctx, node, "batch")}), "only the leader's app runs (start: leader)")
+			g.Expect(listPods(g, ctx, node, "batch")).To(HaveLen(2))
+			g.Expect(running(g)).To(Equal([]string{holderPod(ctx, node, "batch")}), "only the leader's app runs (start: leader)")
 		}).WithTimeout(60 * time.Second).Should(Succeed())
 
 		var stopped []time.Duration
@@ -124,7 +124,7 @@ func appWiringSpecs() {
 			thawed := time.Now()
 			// The thawed leader's app runs again until its agent, seeing the loss, has the pod evicted and
 			// kubelet stops it: measured, as the window the fence covers.
-			Eventually(func() []string { return running() }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
+			Eventually(func(g Gomega) []string { return running(g) }).WithTimeout(30*time.Second).WithPolling(50*time.Millisecond).
 				ShouldNot(ContainElement(leader.Name), "the old leader's app is stopped")
 			stopped = append(stopped, time.Since(thawed))
 			Eventually(func() bool {
@@ -132,8 +132,8 @@ func appWiringSpecs() {
 				return apierrors.IsNotFound(err) || (err == nil && p.DeletionTimestamp != nil)
 			}).WithTimeout(30*time.Second).Should(BeTrue(), "the old leader's pod was evicted")
 			Eventually(func(g Gomega) {
-				g.Expect(listPods(ctx, node, "batch")).To(HaveLen(2), "the Deployment replaced the evicted pod")
-				g.Expect(running()).To(Equal([]string{holderPod(ctx, node, "batch")}), "the replacement waits as a follower")
+				g.Expect(listPods(g, ctx, node, "batch")).To(HaveLen(2), "the Deployment replaced the evicted pod")
+				g.Expect(running(g)).To(Equal([]string{holderPod(ctx, node, "batch")}), "the replacement waits as a follower")
 			}).WithTimeout(60 * time.Second).Should(Succeed())
 		}
 		figures.Durations("on-loss: restart: frozen leader thawed -> its app stopped (evicted)", stopped)

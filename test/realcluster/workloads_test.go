@@ -78,14 +78,28 @@ func removeWorkload(ctx context.Context, node *cluster.Node, name string) {
 	Expect(err == nil || apierrors.IsNotFound(err)).To(BeTrue(), "%v", err)
 }
 
-func listPodsIn(ctx context.Context, node *cluster.Node, namespace, selector string) []corev1.Pod {
+// listPodsIn lists the pods matching selector, failing through g: inside Eventually, pass its Gomega, so
+// that an error the API server gives for a moment is retried rather than failing the spec; elsewhere,
+// Default.
+func listPodsIn(g Gomega, ctx context.Context, node *cluster.Node, namespace, selector string) []corev1.Pod {
 	list, err := node.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred(), "listing the pods %s in %s", selector, namespace)
 	return list.Items
 }
 
-func listPods(ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
-	return listPodsIn(ctx, node, app, "app.kubernetes.io/name="+workload)
+// listPods lists the workload's pods, failing through g as listPodsIn does.
+func listPods(g Gomega, ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
+	return listPodsIn(g, ctx, node, app, "app.kubernetes.io/name="+workload)
+}
+
+// podsOf lists the workload's pods, none on an error, for a goroutine that samples them, where an assertion
+// cannot fail the spec: a failed list is asked again at its next sample.
+func podsOf(ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
+	list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + workload})
+	if err != nil {
+		return nil
+	}
+	return list.Items
 }
 
 func getPod(ctx context.Context, node *cluster.Node, name string) *corev1.Pod {
@@ -99,7 +113,7 @@ func getPod(ctx context.Context, node *cluster.Node, name string) *corev1.Pod {
 func awaitRunning(ctx context.Context, node *cluster.Node, workload string, n int) []corev1.Pod {
 	var pods []corev1.Pod
 	Eventually(func(g Gomega) {
-		pods = listPods(ctx, node, workload)
+		pods = listPods(g, ctx, node, workload)
 		g.Expect(pods).To(HaveLen(n))
 		for _, p := range pods {
 			g.Expect(p.DeletionTimestamp).To(BeNil(), "%s is terminating", p.Name)
@@ -116,7 +130,7 @@ func awaitRunning(ctx context.Context, node *cluster.Node, workload string, n in
 func awaitReadyFollower(ctx context.Context, node *cluster.Node, workload, leader string) string {
 	var follower string
 	Eventually(func(g Gomega) {
-		for _, p := range listPods(ctx, node, workload) {
+		for _, p := range listPods(g, ctx, node, workload) {
 			ready := slices.ContainsFunc(p.Status.Conditions, func(c corev1.PodCondition) bool {
 				return c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue
 			})
@@ -147,8 +161,8 @@ func containerID(pod *corev1.Pod, name string) string {
 }
 
 // podLog is the container's log, a line per element.
-func podLog(ctx context.Context, node *cluster.Node, pod, container string) []string {
-	return podLogSince(ctx, node, pod, container, time.Time{})
+func podLog(g Gomega, ctx context.Context, node *cluster.Node, pod, container string) []string {
+	return podLogSince(g, ctx, node, pod, container, time.Time{})
 }
 
 func lastOf(lines []string) string {
@@ -159,13 +173,13 @@ func lastOf(lines []string) string {
 }
 
 // podLogSince is the container's log from since on (all of it for a zero time).
-func podLogSince(ctx context.Context, node *cluster.Node, pod, container string, since time.Time) []string {
+func podLogSince(g Gomega, ctx context.Context, node *cluster.Node, pod, container string, since time.Time) []string {
 	opts := &corev1.PodLogOptions{Container: container}
 	if !since.IsZero() {
 		opts.SinceTime = &metav1.Time{Time: since}
 	}
 	raw, err := node.Client.CoreV1().Pods(app).GetLogs(pod, opts).DoRaw(ctx)
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred(), "reading the log of %s's container %s", pod, container)
 	text := strings.TrimSpace(string(raw))
 	if text == "" {
 		return nil
@@ -174,9 +188,9 @@ func podLogSince(ctx context.Context, node *cluster.Node, pod, container string,
 }
 
 // readyEndpoints are the pods the workload's Service sends traffic to.
-func readyEndpoints(ctx context.Context, node *cluster.Node, service string) []string {
+func readyEndpoints(g Gomega, ctx context.Context, node *cluster.Node, service string) []string {
 	list, err := node.Client.DiscoveryV1().EndpointSlices(app).List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=" + service})
-	Expect(err).NotTo(HaveOccurred())
+	g.Expect(err).NotTo(HaveOccurred(), "listing the endpoints of Service %s", service)
 	var ready []string
 	for _, slice := range list.Items {
 		for _, e := range slice.Endpoints {
