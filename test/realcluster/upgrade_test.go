@@ -166,7 +166,7 @@ func upgradeSpecs() {
 		By("rolling " + stock + "-2 only (partition 2): it comes back with this tree's agent beside two earlier ones")
 		rollStock(ctx, node, 2)
 		Eventually(func(g Gomega) {
-			byKind := agentKinds(Default, ctx, node, earlierTag)
+			byKind := agentKinds(g, ctx, node, earlierTag)
 			g.Expect(byKind).To(Equal(map[string]string{stock + "-0": "earlier", stock + "-1": "earlier", stock + "-2": "new"}))
 		}).WithTimeout(90 * time.Second).Should(Succeed())
 		awaitRunning(ctx, node, stock, 3)

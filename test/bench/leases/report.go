@@ -259,7 +259,7 @@ func (m median) markdown(all []median) string {
 
 // verdict holds the medians to the goals as outcome.verdict holds one run: every run led every lease,
 // never with two claims, and its 429s settled within the budget; the agents' median no later than
-// client-go's, from the event and, after a restart, from the API server's answer.
+// client-go's, counted from the event (the kill, for a restart), as behindClientGo races one run.
 func (m median) verdict(all []median) string {
 	var missed []string
 	for _, c := range []struct {
