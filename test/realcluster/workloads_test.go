@@ -82,25 +82,32 @@ func removeWorkload(ctx context.Context, node *cluster.Node, name string) {
 // that an error the API server gives for a moment is retried rather than failing the spec; elsewhere,
 // Default.
 func listPodsIn(g Gomega, ctx context.Context, node *cluster.Node, namespace, selector string) []corev1.Pod {
-	list, err := node.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	pods, err := podList(ctx, node, namespace, selector)
 	g.Expect(err).NotTo(HaveOccurred(), "listing the pods %s in %s", selector, namespace)
-	return list.Items
+	return pods
 }
 
 // listPods lists the workload's pods, failing through g as listPodsIn does.
 func listPods(g Gomega, ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
-	return listPodsIn(g, ctx, node, app, "app.kubernetes.io/name="+workload)
+	return listPodsIn(g, ctx, node, app, workloadSelector(workload))
 }
 
 // podsOf lists the workload's pods, none on an error, for a goroutine that samples them, where an assertion
 // cannot fail the spec: a failed list is asked again at its next sample.
 func podsOf(ctx context.Context, node *cluster.Node, workload string) []corev1.Pod {
-	list, err := node.Client.CoreV1().Pods(app).List(ctx, metav1.ListOptions{LabelSelector: "app.kubernetes.io/name=" + workload})
-	if err != nil {
-		return nil
-	}
-	return list.Items
+	pods, _ := podList(ctx, node, app, workloadSelector(workload))
+	return pods
 }
+
+func podList(ctx context.Context, node *cluster.Node, namespace, selector string) ([]corev1.Pod, error) {
+	list, err := node.Client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return nil, err
+	}
+	return list.Items, nil
+}
+
+func workloadSelector(workload string) string { return "app.kubernetes.io/name=" + workload }
 
 func getPod(ctx context.Context, node *cluster.Node, name string) *corev1.Pod {
 	p, err := node.Client.CoreV1().Pods(app).Get(ctx, name, metav1.GetOptions{})
