@@ -13,6 +13,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/test/framework/observe"
 	"github.com/leasegate/leasegate/test/framework/process"
 )
 
@@ -295,6 +296,38 @@ func TestOutcomeRowNamesARestartsRoundAfterTheFirst(t *testing.T) {
 	}
 }
 
+func TestServedBeforeReadyNamesTheKindsAnsweredMost(t *testing.T) {
+	metrics, err := observe.ParseMetrics([]byte(`# TYPE apiserver_request_total counter
+apiserver_request_total{code="200",resource="leases",scope="resource",subresource="",verb="WATCH"} 800
+apiserver_request_total{code="200",resource="leases",scope="namespace",subresource="",verb="WATCH"} 200
+apiserver_request_total{code="429",resource="leases",scope="resource",subresource="",verb="PUT"} 300
+apiserver_request_total{code="200",resource="pods",scope="resource",subresource="status",verb="GET"} 5
+apiserver_request_total{code="200",resource="leases",scope="resource",subresource="",verb="GET"} 300
+# TYPE apiserver_flowcontrol_rejected_requests_total counter
+apiserver_flowcontrol_rejected_requests_total{priority_level="workload-low",reason="queue-full"} 99
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		top  int
+		want string
+	}{
+		{name: "scopes of one kind add up, ties go by name, and the total counts every kind", top: 3,
+			want: "before ready it answered 1605 requests, most: 1000 WATCH leases 200, 300 GET leases 200, 300 PUT leases 429"},
+		{name: "a subresource is named with its resource", top: 10,
+			want: "before ready it answered 1605 requests, most: 1000 WATCH leases 200, 300 GET leases 200, 300 PUT leases 429, 5 GET pods/status 200"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := servedBeforeReady(metrics, tt.top); got != tt.want {
+				t.Errorf("servedBeforeReady:\n%s\nwant:\n%s", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestStartSummarySaysWhatTheRestartWaitedFor(t *testing.T) {
 	started := time.Unix(1000, 0)
 	o := outcome{scenario: scenarioAPIServerRestart, answering: 20 * time.Second, electorsCPUToAnswer: 3 * time.Second, start: process.StartReport{
@@ -305,6 +338,10 @@ func TestStartSummarySaysWhatTheRestartWaitedFor(t *testing.T) {
 		"its readiness checks still failing before: poststarthook/rbac/bootstrap-roles, informer-sync; the electors' CPU from the event until ready 3s"
 	if got := o.startSummary(); got != want {
 		t.Errorf("startSummary:\n%s\nwant:\n%s", got, want)
+	}
+	o.start.Served = observe.Metrics{}
+	if got := o.startSummary(); got != want+"; before ready it answered no requests" {
+		t.Errorf("startSummary of a restarted API server whose metrics were scraped at ready:\n%s\nwant what it answered after:\n%s", got, want)
 	}
 	if got := (outcome{scenario: scenarioAPIServerRestart, neverAnswered: true}).startSummary(); got != "no restart answered" {
 		t.Errorf("never answered: %q", got)

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -88,8 +89,56 @@ func (o outcome) startSummary() string {
 		failing = strings.Join(s.Failing, ", ")
 	}
 	round := func(d time.Duration) string { return d.Round(100 * time.Millisecond).String() }
-	return fmt.Sprintf("started %s after the event; the API server first answered a readiness poll (any answer within its second) %s and ready %s after that start, the restarted process's CPU by then %s, its readiness checks still failing before: %s; the electors' CPU from the event until ready %s",
+	summary := fmt.Sprintf("started %s after the event; the API server first answered a readiness poll (any answer within its second) %s and ready %s after that start, the restarted process's CPU by then %s, its readiness checks still failing before: %s; the electors' CPU from the event until ready %s",
 		round(o.answering-s.Ready.Sub(s.Started)), round(s.FirstAnswer.Sub(s.Started)), round(s.Ready.Sub(s.Started)), round(s.CPU), failing, round(o.electorsCPUToAnswer))
+	if s.Served != nil {
+		summary += "; " + servedBeforeReady(s.Served, servedShown)
+	}
+	return summary
+}
+
+// servedShown is how many kinds of request servedBeforeReady names.
+const servedShown = 6
+
+// servedBeforeReady says which requests a restarted kube-apiserver answered before it was ready, from its
+// metrics scraped then (its counters start with the process): the kinds (verb, resource, answer) it
+// answered most, up to top of them, with their counts, and the total.
+func servedBeforeReady(metrics observe.Metrics, top int) string {
+	type kind struct {
+		name  string
+		count float64
+	}
+	var kinds []kind
+	var total float64
+	byName := map[string]int{}
+	for _, m := range metrics["apiserver_request_total"].GetMetric() {
+		labels := map[string]string{}
+		for _, l := range m.GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		resource := labels["resource"]
+		if sub := labels["subresource"]; sub != "" {
+			resource += "/" + sub
+		}
+		name := strings.TrimSpace(labels["verb"] + " " + resource + " " + labels["code"])
+		count := m.GetCounter().GetValue()
+		total += count
+		if i, ok := byName[name]; ok {
+			kinds[i].count += count
+			continue
+		}
+		byName[name] = len(kinds)
+		kinds = append(kinds, kind{name, count})
+	}
+	if len(kinds) == 0 {
+		return "before ready it answered no requests"
+	}
+	slices.SortFunc(kinds, func(a, b kind) int { return cmp.Or(cmp.Compare(b.count, a.count), strings.Compare(a.name, b.name)) })
+	shown := make([]string, 0, top)
+	for _, k := range kinds[:min(top, len(kinds))] {
+		shown = append(shown, fmt.Sprintf("%.0f %s", k.count, k.name))
+	}
+	return fmt.Sprintf("before ready it answered %.0f requests, most: %s", total, strings.Join(shown, ", "))
 }
 
 // budget is the takeover budget of the scenario's timing.

@@ -50,6 +50,10 @@ type StartReport struct {
 	// Failing are the checks (/readyz?verbose) the last answer that listed them before ready said
 	// failed, none if the first such answer was ready.
 	Failing []string
+	// Served is the restarted kube-apiserver's metrics, scraped as soon as it answered ready (nil after an
+	// etcd restart, whose API server kept its counters, or when that scrape failed): its counters started
+	// with the new process, so they hold the requests it served before it was ready.
+	Served observe.Metrics
 }
 
 // LastStart is the StartReport of the last restart that returned ready.
@@ -198,6 +202,9 @@ func (c *ControlPlane) restart(ctx context.Context, name string, down time.Durat
 		report, err := c.waitReady(ctx, p)
 		if !errors.Is(err, errExited) {
 			if err == nil {
+				if name == apiServerCommand {
+					report.Served, _ = c.Metrics(ctx)
+				}
 				c.lastStart = report
 			}
 			return report.Ready, err
