@@ -303,6 +303,7 @@ apiserver_request_total{code="200",resource="leases",scope="namespace",subresour
 apiserver_request_total{code="429",resource="leases",scope="resource",subresource="",verb="PUT"} 300
 apiserver_request_total{code="200",resource="pods",scope="resource",subresource="status",verb="GET"} 5
 apiserver_request_total{code="200",resource="leases",scope="resource",subresource="",verb="GET"} 300
+apiserver_request_total{code="500",resource="",scope="",subresource="/readyz",verb="GET"} 2
 # TYPE apiserver_flowcontrol_rejected_requests_total counter
 apiserver_flowcontrol_rejected_requests_total{priority_level="workload-low",reason="queue-full"} 99
 `))
@@ -315,9 +316,9 @@ apiserver_flowcontrol_rejected_requests_total{priority_level="workload-low",reas
 		want string
 	}{
 		{name: "scopes of one kind add up, ties go by name, and the total counts every kind", top: 3,
-			want: "before ready it answered 1605 requests, most: 1000 WATCH leases 200, 300 GET leases 200, 300 PUT leases 429"},
-		{name: "a subresource is named with its resource", top: 10,
-			want: "before ready it answered 1605 requests, most: 1000 WATCH leases 200, 300 GET leases 200, 300 PUT leases 429, 5 GET pods/status 200"},
+			want: "before ready it answered 1607 requests, most: 1000 WATCH leases 200, 300 GET leases 200, 300 PUT leases 429"},
+		{name: "a subresource is named with its resource, a path outside the resources as it is", top: 10,
+			want: "before ready it answered 1607 requests, most: 1000 WATCH leases 200, 300 GET leases 200, 300 PUT leases 429, 5 GET pods/status 200, 2 GET /readyz 500"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -116,8 +116,13 @@ func servedBeforeReady(metrics observe.Metrics, top int) string {
 		for _, l := range m.GetLabel() {
 			labels[l.GetName()] = l.GetValue()
 		}
-		resource := labels["resource"]
-		if sub := labels["subresource"]; sub != "" {
+		// A request for a path outside the API's resources (/readyz) is counted with its path as the
+		// subresource and no resource.
+		resource, sub := labels["resource"], labels["subresource"]
+		switch {
+		case resource == "":
+			resource = sub
+		case sub != "":
 			resource += "/" + sub
 		}
 		name := strings.TrimSpace(labels["verb"] + " " + resource + " " + labels["code"])
