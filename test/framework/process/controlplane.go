@@ -50,9 +50,10 @@ type StartReport struct {
 	// Failing are the checks (/readyz?verbose) the last answer that listed them before ready said
 	// failed, none if the first such answer was ready.
 	Failing []string
-	// Served is the restarted kube-apiserver's metrics, scraped as soon as it answered ready (nil after an
-	// etcd restart, whose API server kept its counters, or when that scrape failed): its counters started
-	// with the new process, so they hold the requests it served before it was ready.
+	// Served is the restarted kube-apiserver's apiserver_request_total, scraped as soon as it answered
+	// ready (nil after an etcd restart, whose API server kept its counters, or when that scrape failed):
+	// its counters started with the new process, so they hold the requests it served before it was ready
+	// (those that reached its handlers: not a request its authorizer refused, nor a watch still open).
 	Served observe.Metrics
 }
 
@@ -203,7 +204,7 @@ func (c *ControlPlane) restart(ctx context.Context, name string, down time.Durat
 		if !errors.Is(err, errExited) {
 			if err == nil {
 				if name == apiServerCommand {
-					report.Served, _ = c.Metrics(ctx)
+					report.Served = c.requestCounts(ctx)
 				}
 				c.lastStart = report
 			}
@@ -311,6 +312,19 @@ func (c *ControlPlane) Metrics(ctx context.Context) (observe.Metrics, error) {
 		return nil, err
 	}
 	return observe.ParseMetrics(body)
+}
+
+// requestCounts is the API server's apiserver_request_total, scraped now (given at most two seconds, as a
+// restarted server's answer must not wait on it), or nil if the scrape failed.
+func (c *ControlPlane) requestCounts(ctx context.Context) observe.Metrics {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	metrics, err := c.Metrics(ctx)
+	const family = "apiserver_request_total"
+	if err != nil || metrics[family] == nil {
+		return nil // a parse that failed part way returns what it read so far: not all the counts
+	}
+	return observe.Metrics{family: metrics[family]}
 }
 
 // RSSBytes are the resident set sizes of the API server and etcd, which envtest starts as this process's

@@ -71,7 +71,13 @@ func TestControlPlaneRestarts(t *testing.T) {
 			}
 			start := cp.LastStart()
 			if !start.Ready.Equal(answered) || start.Started.Before(killed) || start.FirstAnswer.Before(start.Started) || start.Ready.Before(start.FirstAnswer) {
-				t.Errorf("LastStart %+v, killed at %s, answered at %s: want killed <= started <= first answer <= ready = answered", start, killed, answered)
+				t.Errorf("LastStart started %s, first answer %s, ready %s, killed at %s, answered at %s: want killed <= started <= first answer <= ready = answered",
+					start.Started, start.FirstAnswer, start.Ready, killed, answered)
+			}
+			// A restarted kube-apiserver's counters start with it: at least the readiness poll that found
+			// it ready is in them. After an etcd restart the API server's counters go back to its start.
+			if served := start.Served.Sum("apiserver_request_total", nil); (tc.replaced == apiServerCommand) != (served > 0) {
+				t.Errorf("LastStart's Served counts %v requests after a %s restart: want some after a kube-apiserver restart, none (no scrape) after etcd's", served, tc.replaced)
 			}
 			t.Logf("first answer %s and ready %s after the start, CPU %s, failing before ready: %q", start.FirstAnswer.Sub(start.Started), start.Ready.Sub(start.Started), start.CPU, start.Failing)
 			// etcd may start within one tick of the kernel's CPU clock (10 ms); a kube-apiserver never does.
