@@ -114,10 +114,9 @@ const (
 // leader renews on its own copy, and a follower without a watch judges the lease from the last copy it
 // saw and reads it before it takes it. A first list that failed is spread too, though the elector's first
 // act waits for it, because that wait is bounded by a retry period too (see Run), and thousands of agents
-// start together as thousands come back from a restart. Drawn over the backoff alone (docs/scale.md,
-// run 41), or over the longer of it and the server's Retry-After (run 85, where the lists came back
-// faster than the server could take them), the shed first lists of 15,000 starting agents led every
-// lease no sooner, and in run 85 later.
+// start together as thousands come back from a restart. Drawn over the backoff alone, the shed first
+// lists of 15,000 starting agents led every lease no sooner (docs/scale.md, runs 41 against 33, 42
+// and 46).
 func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	return max(backoff, retryAfter) + jitter(max(window, backoff))
 }
