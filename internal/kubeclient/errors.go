@@ -27,13 +27,6 @@ type StatusDetails struct {
 	// RetryAfterSeconds is the server's Retry-After in the body: API Priority and Fairness's 429s and a
 	// server timeout's 504 carry it, and a watch's ERROR event can carry nothing else of the kind.
 	RetryAfterSeconds int32 `json:"retryAfterSeconds,omitempty"`
-	// Causes say more of why; ResourceVersionTooLarge is the one this client tells apart.
-	Causes []StatusCause `json:"causes,omitempty"`
-}
-
-// StatusCause is one cause of a Status (meta/v1 StatusCause); its type is sent as "reason".
-type StatusCause struct {
-	Type string `json:"reason"`
 }
 
 // StatusError is a request the API server refused.
@@ -120,26 +113,6 @@ func IsAlreadyExists(err error) bool { return ReasonOf(err) == "AlreadyExists" }
 func IsResourceExpired(err error) bool {
 	var statusErr *StatusError
 	return errors.As(err, &statusErr) && (statusErr.Status.Code == http.StatusGone || statusErr.Status.Reason == "Expired" || statusErr.Status.Reason == "Gone")
-}
-
-// IsTooLargeResourceVersion: a streamed list (a watch with sendInitialEvents), which must be at least as
-// fresh as etcd, timed out waiting for the API server's watch cache to catch up with etcd (504 Timeout
-// with the cause ResourceVersionTooLarge), as a server too busy to apply its watch events answers; a
-// consistent plain list falls back to etcd instead. Told apart as client-go's reflector tells it apart:
-// by the cause, or by the message of a server that sent none.
-func IsTooLargeResourceVersion(err error) bool {
-	var statusErr *StatusError
-	if !errors.As(err, &statusErr) || statusErr.Status.Code != http.StatusGatewayTimeout {
-		return false
-	}
-	if details := statusErr.Status.Details; details != nil {
-		for _, cause := range details.Causes {
-			if cause.Type == "ResourceVersionTooLarge" {
-				return true
-			}
-		}
-	}
-	return strings.Contains(statusErr.Status.Message, "Too large resource version")
 }
 
 // The connection failures below are told apart as apimachinery's util/net tells them apart, by type and,

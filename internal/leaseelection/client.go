@@ -153,10 +153,19 @@ const initialEventsEndAnnotation = "k8s.io/initial-events-end"
 // as it is by default before Kubernetes 1.32 and in 1.33.
 var errStreamingListRefused = errors.New("the API server does not stream lists (its WatchList feature gate is off)")
 
-// StreamList is a consistent list of the lease of this name and a watch from it, in one request where List
-// and Watch take two: a watch with sendInitialEvents, as client-go's reflector makes it with its
+// StreamList is a list of the lease of this name and a watch from it, in one request where List and
+// Watch take two: a watch with sendInitialEvents, as client-go's reflector makes it with its
 // WatchListClient feature. Thousands of agents list at once when they start together or an API server
 // restart expires their watches; each of them then asks one request of the server instead of two.
+//
+// The list is the server's watch cache as it stands (resourceVersion 0), not a consistent one: a
+// consistent streamed list waits until the cache has caught up with etcd, up to 3 s and then 504, and
+// holds its seat in the server's queues (API Priority and Fairness) all that time. At 5,000 starting
+// leases those held seats made workload-low shed thousands of the agents' first lists, which then waited
+// a retry period each (docs/scale.md, runs 83-88). A version older than etcd's costs no safety: every
+// write is a compare-and-swap on the version it was made from, so one made from an older copy conflicts,
+// and the elector reads the lease, or waits for its watch to bring a newer version, before it tries again.
+//
 // An API server that refuses it (422: the WatchList feature gate is off) is not asked again by this
 // Client, which returns errStreamingListRefused from then on, and the caller lists and watches.
 func (c *Client) StreamList(ctx context.Context, namespace, name string) (<-chan Event, error) {
@@ -165,6 +174,7 @@ func (c *Client) StreamList(ctx context.Context, namespace, name string) (<-chan
 	}
 	query := watchQuery(name)
 	query.Set("sendInitialEvents", "true")
+	query.Set("resourceVersion", "0")
 	query.Set("resourceVersionMatch", "NotOlderThan")
 	events, err := c.watch(ctx, namespace, query)
 	if kubeclient.IsInvalid(err) {

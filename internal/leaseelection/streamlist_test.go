@@ -18,12 +18,10 @@ import (
 // streamingStore is a memStore that streams lists as an API server with the WatchList feature does: the
 // lease's version, the bookmark that ends it, then the watch. refuse plays one without the feature;
 // cutFirst cuts the first streamed list before its end, as a connection that drops; ignore answers as a
-// server or proxy that dropped sendInitialEvents would: the lease's version, then the watch, never the end;
-// failFirst, when set, is the server's answer to the first streamed list.
+// server or proxy that dropped sendInitialEvents would: the lease's version, then the watch, never the end.
 type streamingStore struct {
 	*memStore
 	refuse, cutFirst, ignore bool
-	failFirst                error
 	streams                  atomic.Int32
 }
 
@@ -31,9 +29,6 @@ func (s *streamingStore) StreamList(ctx context.Context, namespace, name string)
 	n := s.streams.Add(1)
 	if s.refuse {
 		return nil, errStreamingListRefused
-	}
-	if s.failFirst != nil && n == 1 {
-		return nil, s.failFirst
 	}
 	s.mu.Lock()
 	object, rv := s.object, s.rv
@@ -106,45 +101,6 @@ func TestElectorListsAndWatchesWhereTheServerRefusesStreamedLists(t *testing.T) 
 	}
 }
 
-func TestElectorListsPlainlyOnceAfterAStreamedListTimedOutOnTheWatchCache(t *testing.T) {
-	timeout := func(message string, causes ...kubeclient.StatusCause) error {
-		return &kubeclient.StatusError{Status: kubeclient.Status{Code: http.StatusGatewayTimeout, Reason: "Timeout", Message: message,
-			Details: &kubeclient.StatusDetails{RetryAfterSeconds: 1, Causes: causes}}}
-	}
-	tests := []struct {
-		name      string
-		answer    error
-		wantLists int32
-	}{
-		{name: "a watch cache behind etcd: a plain list, answered from etcd", wantLists: 1,
-			answer: timeout("Too large resource version: 3021, current: 3017", kubeclient.StatusCause{Type: "ResourceVersionTooLarge"})},
-		{name: "a request that ran out of time: streamed again", wantLists: 0,
-			answer: timeout("Timeout: request did not complete within requested timeout - context deadline exceeded")},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			store := &streamingStore{memStore: storeWith(t, heldLease("b-0_ub", start)), failFirst: tt.answer}
-			clock := clocktesting.NewFakeClock(start)
-			e, _ := runElector(t, store, clock, "a-0_ua")
-			eventually(t, "it has listed the lease after its first streamed list failed", func() bool {
-				settle()
-				clock.Step(testTiming.RetryPeriod) // the retry of a watch that never listed: within a retry period
-				return e.Synced()
-			})
-			lists, _ := store.listCounts()
-			if int32(lists) != tt.wantLists || store.streams.Load() != 2-tt.wantLists {
-				t.Fatalf("%d lists and %d streamed lists: want %d lists after the failed streamed list", lists, store.streams.Load(), tt.wantLists)
-			}
-			// An API server restart with a compaction expires the watch: the list that follows is streamed.
-			streams := store.streams.Load()
-			restartUntilListed(t, store.memStore, clock, e)
-			if again, _ := store.listCounts(); again != lists || store.streams.Load() != streams+1 {
-				t.Errorf("%d lists and %d streamed lists after the restart: want the list streamed again, not listed", again-lists, store.streams.Load()-streams)
-			}
-		})
-	}
-}
-
 func TestElectorStreamsTheListAgainWhenItIsCutBeforeItsEnd(t *testing.T) {
 	store := &streamingStore{memStore: storeWith(t, heldLease("b-0_ub", start)), cutFirst: true}
 	clock := clocktesting.NewFakeClock(start)
@@ -187,7 +143,7 @@ func TestClientStreamsAListAsOneWatch(t *testing.T) {
 		q := r.URL.Query()
 		if r.URL.Path != "/apis/coordination.k8s.io/v1/namespaces/shop/leases" || q.Get("watch") != "true" ||
 			q.Get("fieldSelector") != "metadata.name=orders" || q.Get("sendInitialEvents") != "true" ||
-			q.Get("resourceVersionMatch") != "NotOlderThan" || q.Has("resourceVersion") || q.Get("allowWatchBookmarks") != "true" {
+			q.Get("resourceVersionMatch") != "NotOlderThan" || q.Get("resourceVersion") != "0" || q.Get("allowWatchBookmarks") != "true" {
 			http.Error(w, "unexpected "+r.URL.String(), http.StatusTeapot)
 			return
 		}

@@ -124,10 +124,7 @@ func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time
 // run keeps latest current and signals changed after each change, until ctx ends: it lists the lease by
 // name, then watches it from the list's resourceVersion, resuming from the last version seen (bookmarks
 // included) when the server ends a watch, and listing again when that version has expired. Where the
-// store and the API server can, the list and its watch are one request (StreamList); otherwise two, and
-// also after a streamed list timed out waiting for the server's watch cache (a server past its capacity,
-// whose cache lags etcd: 10,769 such answers to the agents' streamed lists at 5,000 leases in
-// docs/scale.md's run 71), until a list succeeds: a plain list is then answered from etcd.
+// store and the API server can, the list and its watch are one request (StreamList); otherwise two.
 //
 // After a kube-apiserver restart every watch is down at once, and the versions they had have expired on
 // the new server. What comes back first, and what not at all, is chosen so that the leaders' renewals
@@ -139,14 +136,13 @@ func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time
 //     longer: watchRetryDelay), so that thousands do not come back in the same instant;
 //   - after a refused connection a follower's watch lists, as the version it had has expired on the
 //     server that answers next, and draws that list over the lease duration instead: a list costs the
-//     restarted server far more than a renewal (a streamed list holds its seat until the new watch cache
-//     has filled), and the followers, two of every three agents at three candidates a lease, are what
-//     crowded the leaders' renewals and conflict reads out of a restarted API server at 5,000 leases
-//     (docs/scale.md, runs 57-59). The later watch costs no takeover: a follower judges the lease from
-//     the copy it has, whose expiry is at most a lease duration away, and reads the lease before it takes
-//     it. It costs only the prompt news of a release made in that window, which the follower then sees
-//     when its copy expires, as after a crash. A watch that never listed has no copy to judge from, and
-//     keeps the retry period.
+//     restarted server far more than a renewal, and the followers, two of every three agents at three
+//     candidates a lease, are what crowded the leaders' renewals and conflict reads out of a restarted
+//     API server at 5,000 leases (docs/scale.md, runs 57-59). The later watch costs no takeover: a
+//     follower judges the lease from the copy it has, whose expiry is at most a lease duration away, and
+//     reads the lease before it takes it. It costs only the prompt news of a release made in that window,
+//     which the follower then sees when its copy expires, as after a crash. A watch that never listed has
+//     no copy to judge from, and keeps the retry period.
 func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
 	notify := func(l *Lease) {
@@ -228,20 +224,15 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 
 	// streaming: the store can stream a list and the server has not refused it.
 	streaming := w.streamer != nil
-	// listPlainly: the last streamed list timed out waiting for the server's watch cache to catch up with
-	// etcd, as a server past its capacity answers; until a list succeeds, lists are plain ones, which such
-	// a server answers from etcd, and the watch from their version does not wait for the cache. Streaming
-	// again would hold a seat in the server's queues until the same timeout, for nothing.
-	listPlainly := false
 	for ctx.Err() == nil {
 		listing := resourceVersion == ""
-		if listing && (!streaming || listPlainly) {
+		if listing && !streaming {
 			l, rv, err := w.store.List(ctx, w.namespace, w.name)
 			if err != nil {
 				wait(err)
 				continue
 			}
-			resourceVersion, relisting, listPlainly = rv, false, false
+			resourceVersion, relisting = rv, false
 			w.listed(l, notify)
 			continue
 		}
@@ -253,7 +244,7 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		}
 		progressed, err := w.follow(ctx, open, listing, &resourceVersion, notify)
 		if progressed {
-			backoff, relisting, listPlainly = watchBackoffMin, false, false
+			backoff, relisting = watchBackoffMin, false
 		}
 		switch {
 		case errors.Is(err, errStreamingListRefused), errors.Is(err, errStreamingListIgnored):
@@ -262,9 +253,6 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 		case err != nil:
 			if kubeclient.IsResourceExpired(err) {
 				resourceVersion = ""
-			}
-			if listing && kubeclient.IsTooLargeResourceVersion(err) {
-				listPlainly = true
 			}
 			wait(err)
 		}
