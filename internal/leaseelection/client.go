@@ -113,11 +113,10 @@ func (c *Client) Update(ctx context.Context, l *Lease) (*Lease, error) {
 	return c.read(updated), nil
 }
 
-// List reads the lease of this name through a list, whose resourceVersion a watch can start from. The
-// list is consistent, not at resourceVersion 0 from the watch cache as client-go's reflector lists:
-// cache lists let thousands of electors start at once, a burst that can tip an API server into an
-// overload it does not leave (docs/api-server.md says what test/bench/leases measured, and what it would
-// have to show for cache lists to replace this one).
+// List reads the lease of this name through a list, whose resourceVersion a watch can start from. It is
+// asked only of an API server that does not stream lists (StreamList), and is consistent: there, cache
+// lists started the electors no sooner and, before Retry-After was honoured, twice tipped the server into
+// an overload it did not leave (docs/api-server.md, docs/scale.md runs 20 and 21).
 func (c *Client) List(ctx context.Context, namespace, name string) (*Lease, string, error) {
 	var list struct {
 		Metadata struct {
@@ -154,17 +153,19 @@ const initialEventsEndAnnotation = "k8s.io/initial-events-end"
 var errStreamingListRefused = errors.New("the API server does not stream lists (its WatchList feature gate is off)")
 
 // StreamList is a list of the lease of this name and a watch from it, in one request where List and
-// Watch take two: a watch with sendInitialEvents, as client-go's reflector makes it with its
-// WatchListClient feature. Thousands of agents list at once when they start together or an API server
-// restart expires their watches; each of them then asks one request of the server instead of two.
+// Watch take two: a watch with sendInitialEvents, the request client-go's reflector makes with its
+// WatchListClient feature, though the reflector's first one is consistent. Thousands of agents list at
+// once when they start together or an API server restart expires their watches; each of them then asks
+// one request of the server instead of two.
 //
 // The list is the server's watch cache as it stands (resourceVersion 0), not a consistent one: a
 // consistent streamed list waits until the cache has caught up with etcd, up to 3 s and then 504, and
 // holds its seat in the server's queues (API Priority and Fairness) all that time. At 5,000 starting
-// leases those held seats made workload-low shed thousands of the agents' first lists, which then waited
-// a retry period each (docs/scale.md, runs 83-88). A version older than etcd's costs no safety: every
-// write is a compare-and-swap on the version it was made from, so one made from an older copy conflicts,
-// and the elector reads the lease, or waits for its watch to bring a newer version, before it tries again.
+// leases those held seats made workload-low shed thousands of the agents' first lists, each of which
+// then waited up to a retry period (docs/scale.md, runs 83-87; run 88 with this list). A version older
+// than etcd's costs no safety: every write is a compare-and-swap on the version it was made from, so one
+// made from an older copy conflicts, and the elector reads the lease, or waits for its watch to bring
+// another copy, before it tries again.
 //
 // An API server that refuses it (422: the WatchList feature gate is off) is not asked again by this
 // Client, which returns errStreamingListRefused from then on, and the caller lists and watches.

@@ -273,7 +273,8 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	// While the watch is open, or listed the lease within the last retry period, its copy (nil: there is
 	// no lease) is the base for the compare-and-swap, which saves a read on the failover path and at
 	// start; if the copy is stale the write conflicts and the next attempt reads first. While the watch is
-	// down (an API server restart), each attempt reads the lease first.
+	// down (an API server restart), an attempt reads the lease first, unless the last copy seen names this
+	// elector (below).
 	base := e.watch.latest()
 	fresh := e.watch.fresh(retry)
 	if e.readFirst && fresh && base != e.raceCopy {

@@ -21,9 +21,10 @@ type Store interface {
 
 // streamingLister is a Store that can also list the lease and watch it in one request (Client can).
 type streamingLister interface {
-	// StreamList streams the lease of this name as a watch that begins with its current version: an Added
-	// event (none when there is no lease), then a Bookmark with InitialEventsEnd set, then its changes as
-	// Watch delivers them. It returns errStreamingListRefused when the API server does not serve it.
+	// StreamList streams the lease of this name as a watch that begins with a recent version (the API
+	// server's watch cache's, which can be older than etcd's): an Added event (none when there is no
+	// lease), then a Bookmark with InitialEventsEnd set, then its changes as Watch delivers them. It
+	// returns errStreamingListRefused when the API server does not serve it.
 	StreamList(ctx context.Context, namespace, name string) (<-chan Event, error)
 }
 

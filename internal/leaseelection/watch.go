@@ -92,12 +92,13 @@ func (w *leaseWatch) offer(l *Lease) {
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
 // watchBackoffMax, each followed by a point drawn over the retry period (watchRetryDelay) so that
 // thousands of agents cut off by an API server restart, or starting together, do not come back in step,
-// and never shorter than the server's Retry-After. The figures are client-go's reflector's: an API server
-// restarting under thousands of watchers meets every one of them again at the rate the cap allows, and
-// under 15,000 of them a restarted API server took four times as long to answer ready with 0.2 s to 10 s
-// here (and the follower backoff before followerBackoff's present form) as with these (docs/scale.md,
-// runs 19-22). A follower whose watch is down loses no takeover to the longer wait: it judges the lease
-// from the last copy it saw, and reads it before it takes it (see tryAcquire).
+// and never shorter than the server's Retry-After. The figures are client-go's reflector's: an API
+// server restarting under thousands of watchers meets every one of them again at the rate the cap
+// allows, and under 15,000 of them a restarted API server took four times as long to answer ready with
+// 0.2 s to 10 s here (and the follower backoff before followerBackoff's present form) as with these
+// (docs/scale.md, runs 19-22). A follower whose watch is down loses no takeover to the longer wait: it
+// judges the lease from the last copy it saw, and reads it before it takes it unless that copy names it
+// the holder (see tryAcquire).
 const (
 	watchBackoffMin = 800 * time.Millisecond
 	watchBackoffMax = 30 * time.Second
@@ -108,15 +109,15 @@ const (
 // follower's list after a restart: see run), or over the backoff once it has grown past it. It never
 // undercuts the Retry-After.
 //
-// The spread is the same for a watch that had listed the lease and for one that never did. The
-// elections whose watches failed together (an API server restarted: every watch dropped, then expired)
-// so come back over a retry period rather than in the same instant, and a late watch costs no safety: a
-// leader renews on its own copy, and a follower without a watch judges the lease from the last copy it
-// saw and reads it before it takes it. A first list that failed is spread too, though the elector's first
-// act waits for it, because that wait is bounded by a retry period too (see Run), and thousands of agents
-// start together as thousands come back from a restart. Drawn over the backoff alone, the shed first
-// lists of 15,000 starting agents led every lease no sooner (docs/scale.md, runs 41 against 33, 42
-// and 46).
+// The spread is the same for a watch that had listed the lease and for one that never did. The elections
+// whose watches failed together (an API server restarted: every watch dropped, then expired) so come
+// back over a retry period rather than in the same instant, and a late watch costs no safety: a leader
+// renews on its own copy, and a follower without a watch judges the lease from the last copy it saw and
+// reads it before it takes it (unless that copy names it the holder). A first list that failed is spread
+// too, though the elector's first act waits for it, because that wait is bounded by a retry period too
+// (see Run), and thousands of agents start together as thousands come back from a restart. Drawn over
+// the backoff alone, the shed first lists of 15,000 starting agents led every lease no sooner
+// (docs/scale.md, runs 41 against 33, 42 and 46).
 func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time.Duration) time.Duration) time.Duration {
 	return max(backoff, retryAfter) + jitter(max(window, backoff))
 }
@@ -140,9 +141,9 @@ func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time
 //     candidates a lease, are what crowded the leaders' renewals and conflict reads out of a restarted
 //     API server at 5,000 leases (docs/scale.md, runs 57-59). The later watch costs no takeover: a
 //     follower judges the lease from the copy it has, whose expiry is at most a lease duration away, and
-//     reads the lease before it takes it. It costs only the prompt news of a release made in that window,
-//     which the follower then sees when its copy expires, as after a crash. A watch that never listed has
-//     no copy to judge from, and keeps the retry period.
+//     reads the lease before it takes it (unless that copy names it the holder). It costs only the
+//     prompt news of a release made in that window, which the follower then sees when its copy expires,
+//     as after a crash. A watch that never listed has no copy to judge from, and keeps the retry period.
 func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
 	notify := func(l *Lease) {
@@ -290,8 +291,8 @@ func (w *leaseWatch) listed(l *Lease, notify func(*Lease)) {
 }
 
 // follow opens one watch and reads its events, keeping *resourceVersion at the last version seen, until
-// the stream ends. A streamed list's (streamedList) first events are the lease's current version, which
-// counts as listed once the bookmark that ends them comes; a stream cut before that leaves
+// the stream ends. A streamed list's (streamedList) first events are the version of the lease it lists,
+// which counts as listed once the bookmark that ends them comes; a stream cut before that leaves
 // *resourceVersion as it was, empty, to list again, and one that brings a change before that end is a
 // plain watch from a server or proxy that dropped sendInitialEvents, whose end would never come
 // (errStreamingListIgnored). It reports whether any event came, and why the watch ended: nil when the
