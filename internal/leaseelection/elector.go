@@ -68,12 +68,9 @@ type Elector struct {
 	known     *Lease
 	leading   bool
 	lastRenew time.Time
-	// readFirst: the last take or create lost a race, so the watch's copy may be stale (a watch can stall
-	// while its connection stays healthy); the next attempt reads the lease first, unless the watch has
-	// brought another copy than raceCopy, the one it had when the race was lost (kept only while
-	// readFirst is set): then it is live.
-	readFirst bool
-	raceCopy  *Lease
+	// race, when set, is the last race for the lease this follower lost, kept until the watch brings
+	// another version of the lease than the one it showed then (see lostRace).
+	race *lostRace
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
 	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
 	// that wait short.
@@ -87,6 +84,27 @@ type Elector struct {
 
 	mu     sync.Mutex
 	status lease.Status
+}
+
+// lostRace is a take or create that lost a race: another candidate wrote the lease first, or the
+// follower's copy was stale. A watch can stall while its connection stays healthy, and one that lists
+// again from a watch cache behind etcd brings the same stale version back, so while the watch shows the
+// version it showed then, its copy is not trusted: the next attempt reads the lease first, and the
+// attempts after it take that read as their base.
+type lostRace struct {
+	// watched is the watch's copy when the race was lost (nil: it showed no lease).
+	watched *Lease
+	// read is the copy read since (nil: not read yet).
+	read *Lease
+}
+
+// sameVersion reports whether a and b are the same version of the lease, or both no lease. Two copies of
+// one version (a list brings a new one) are the same; a resourceVersion names one version of one object.
+func sameVersion(a, b *Lease) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.ResourceVersion == b.ResourceVersion
 }
 
 // NewElector validates cfg and returns an elector that has not started.
@@ -210,8 +228,8 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 	observed := e.watch.latest()
 	e.known = observed
 	if observed == nil {
-		// The lease was deleted: a follower may create it.
-		return 0, !e.leading
+		// The lease was deleted: a follower may create it, and a leader creates it again (see renew).
+		return 0, true
 	}
 	j := lease.Judge(&observed.Spec, e.clock.Now(), e.cfg.ClockSkewMargin)
 	if e.leading {
@@ -277,17 +295,24 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	// elector (below).
 	base := e.watch.latest()
 	fresh := e.watch.fresh(retry)
-	if e.readFirst && fresh && base != e.raceCopy {
-		// The watch brought the lease since the race was lost (the winner's write, as a rule), so it is
-		// not stalled and its copy is the base: no read. Every race a cold start has leaves its losers,
-		// two of every three candidates, with a read that would compete with the first lists of the
-		// electors whose leases are still unled.
-		e.readFirst, e.raceCopy = false, nil
+	if e.race != nil && fresh && !sameVersion(base, e.race.watched) {
+		// The watch brought another version since the race was lost (the winner's write, as a rule), so
+		// it is not stalled and its copy is the base: no read. Every race a cold start has leaves its
+		// losers, two of every three candidates, with a read that would compete with the first lists of
+		// the electors whose leases are still unled.
+		e.race = nil
 	}
-	if fresh && !e.readFirst && base == nil {
+	readFirst := e.race != nil && e.race.read == nil
+	if fresh && e.race != nil && e.race.read != nil {
+		// The watch still shows the version the race was lost on, older than the one read since: that
+		// read is the base, so a watch that lags (a watch cache behind etcd) does not have this follower
+		// write on its stale copy, conflict and read again every retry period.
+		base = e.race.read
+	}
+	if fresh && !readFirst && base == nil {
 		return e.create(reqCtx)
 	}
-	if !fresh && !e.readFirst && e.known != nil {
+	if !fresh && !readFirst && e.known != nil {
 		// The watch is down, as every watch is while an API server restarts: the last copy seen says when
 		// the lease can next change hands, and no read is sent before then. A client-go follower reads its
 		// lease every retry period; thousands doing so at once are the first load a restarted API server
@@ -300,14 +325,13 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		}
 	}
 	ownCopy := e.known != nil && e.known.Spec.HolderIdentity == e.cfg.Identity
-	if !fresh && !e.readFirst && ownCopy {
+	if !fresh && !readFirst && ownCopy {
 		// The lease named this elector when it last saw it (it stepped down at its renew deadline while
 		// the API server restarted): that copy is the base, as a renewal's is, with no read first. The
 		// compare-and-swap fails if anyone wrote the lease since, and the next attempt reads it. One
 		// request, not two, for each lease to have a leader again once the server answers.
 		base = e.known
-	} else if !fresh || e.readFirst {
-		e.readFirst, e.raceCopy = false, nil
+	} else if !fresh || readFirst {
 		var err error
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
@@ -319,6 +343,9 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		}
 		e.known = base
 		e.shed = 0
+		if e.race != nil {
+			e.race.read = base
+		}
 	}
 
 	now := e.clock.Now()
@@ -338,6 +365,12 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	next.Spec = e.spec(now, acquired, transitions)
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
+	if kubeclient.IsNotFound(err) {
+		// The lease was deleted since the copy this take was made from: nobody holds it, so it is
+		// created, as a read that found none would have it.
+		e.known = nil
+		return e.create(reqCtx)
+	}
 	if err != nil {
 		return e.failedAttempt(err, "take")
 	}
@@ -380,6 +413,12 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	}
 	next.Spec = e.spec(now, acquired, e.current.Spec.LeaseTransitions)
 	updated, err := e.cfg.Lock.Update(kubeclient.Unlimited(reqCtx), next)
+	if kubeclient.IsNotFound(err) {
+		// The lease was deleted (by a person, or a cleanup): nobody holds it, and the fence refuses this
+		// leader's writes until someone does. It creates the lease again at once, as client-go's elector
+		// does, on the terms it renews on; a candidate that created it first has taken it (below).
+		updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: next.Spec})
+	}
 	if err == nil {
 		e.cfg.Lock.wrote(updated, now)
 		e.renewed(now, updated)
@@ -388,9 +427,10 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		}
 		return e.cfg.Timing.RetryPeriod
 	}
-	if kubeclient.IsConflict(err) {
-		// Someone else wrote the lease since our last write. Read it: if it still names us (a label
-		// edit, say), renew on the fresh version at once; otherwise we have lost it.
+	if kubeclient.IsConflict(err) || kubeclient.IsAlreadyExists(err) {
+		// Someone else wrote the lease since our last write, or created it after it was deleted. Read
+		// it: if it still names us (a label edit, say), renew on the fresh version at once; otherwise we
+		// have lost it.
 		current, getErr := e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if getErr == nil {
 			e.current, e.known = current, current
@@ -525,7 +565,7 @@ func (e *Elector) spec(renew, acquired time.Time, transitions int32) lease.Spec 
 func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.leading = true
 	e.watch.lead(true)
-	e.shed, e.holdUntil = 0, time.Time{}
+	e.shed, e.holdUntil, e.race = 0, time.Time{}, nil
 	e.renewed(renewed, l)
 	e.publish(l, true)
 }
@@ -702,7 +742,7 @@ func (e *Elector) logAttempt(err error, what string) {
 	if kubeclient.IsConflict(err) || kubeclient.IsAlreadyExists(err) {
 		// Another candidate won the race, or our copy was stale: the watch brings the current lease, and
 		// the next attempt reads it first in case the watch does not.
-		e.readFirst, e.raceCopy = true, e.watch.latest()
+		e.race = &lostRace{watched: e.watch.latest()}
 		e.cfg.Log.V(1).Info("Lost the race for the lease", "lease", e.name, "attempt", what)
 		return
 	}

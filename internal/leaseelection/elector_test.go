@@ -255,6 +255,25 @@ func (s *memStore) write(t *testing.T, change func(*Lease)) {
 	s.storeLocked(next, Modified)
 }
 
+// remove deletes the lease as another client would (a person, a namespace's cleanup).
+func (s *memStore) remove(t *testing.T) {
+	t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.object == nil {
+		t.Fatal("no lease to delete")
+	}
+	last := s.object
+	s.object = nil
+	s.rv++
+	s.history = append(s.history, memEvent{kind: Deleted, rv: s.rv, object: last})
+	for w := range s.watchers {
+		if !s.stalled {
+			w <- Event{Type: Deleted, Lease: decodeLease(panicker{}, last)}
+		}
+	}
+}
+
 // writeObject changes the stored object's JSON as a client with other types would: fields Lease does not
 // read.
 func (s *memStore) writeObject(t *testing.T, change func(object map[string]any)) {
@@ -632,6 +651,118 @@ func TestElectorThatLostARaceReadsNothingOnceItsWatchBringsTheWinner(t *testing.
 	eventually(t, "it takes the lease once the watch's copy expires", func() bool { return e.Status().IsLeader })
 	if gets, _ := store.counts(); gets != 0 {
 		t.Errorf("%d reads of the lease: want none, the watch being live", gets)
+	}
+}
+
+// TestElectorThatLostARaceOnALaggingWatchWritesOnTheCopyItRead: while the watch still shows the version a
+// race was lost on (a watch cache behind etcd), the attempts after the read judge the lease on the copy
+// read, not on the watch's stale one: no take that is bound to conflict, and no read, each retry period.
+func TestElectorThatLostARaceOnALaggingWatchWritesOnTheCopyItRead(t *testing.T) {
+	store, clock, e := listedThenStalled(t)
+	// b renews where the stalled watch does not show it, so a's take on its expired copy conflicts.
+	renewed := start.Add(2 * time.Second)
+	store.write(t, func(l *Lease) { l.Spec.RenewTime = lease.MicroTime{Time: renewed} })
+	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
+	eventually(t, "its take on the stale copy conflicts and it reads the lease", func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		gets, _ := store.counts()
+		return gets == 1
+	})
+	_, writes := store.counts()
+	// b's renewal, as read, runs to renewed + 3 s + 1 s of margin: a does nothing until then.
+	for clock.Now().Before(renewed.Add(4*time.Second - testTiming.RetryPeriod)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+	}
+	if gets, w := store.counts(); gets != 1 || w != writes || e.Status().IsLeader {
+		t.Fatalf("%d reads and %d more writes before the copy read expires, leading %v: want 1 read, no write, b holding", gets, w-writes, e.Status().IsLeader)
+	}
+	// b stops renewing: a takes the lease once the copy it read expires.
+	clock.SetTime(renewed.Add(4*time.Second + time.Millisecond))
+	eventually(t, "it takes the lease once the copy it read expires", func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		return e.Status().IsLeader
+	})
+}
+
+// TestFollowerCreatesALeaseDeletedSinceItsCopy: a take made from a copy of a lease deleted since is
+// answered 404; nobody holds the lease, so the follower creates it at once.
+func TestFollowerCreatesALeaseDeletedSinceItsCopy(t *testing.T) {
+	store, clock, e := listedThenStalled(t)
+	store.remove(t)
+	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
+	eventually(t, "it creates the lease and leads", func() bool { return e.Status().IsLeader })
+	if l := store.current(); holderOf(l) != "a-0_ua" {
+		t.Fatalf("lease held by %q, want a-0_ua", holderOf(l))
+	}
+	if gets, _ := store.counts(); gets != 0 {
+		t.Errorf("%d reads of the lease: want none, the 404 said there is none", gets)
+	}
+}
+
+// TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading: a leader whose lease is deleted creates it again
+// at once on the terms it renews on (its acquire time and transition count, the fencing token), without
+// stepping down, as client-go's elector does; until then the fence refuses its writes.
+func TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		stalled bool
+	}{
+		{name: "its watch brings the delete"},
+		{name: "its next renewal is answered 404", stalled: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, clock := storeWith(t, heldLease("b-0_ub", start.Add(-time.Minute))), clocktesting.NewFakeClock(start)
+			var mu sync.Mutex
+			var changes []bool
+			e, err := NewElector(Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
+				ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), OnChange: func(s lease.Status) {
+					mu.Lock()
+					changes = append(changes, s.IsLeader)
+					mu.Unlock()
+				}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan struct{})
+			go func() { defer close(done); e.Run(ctx) }()
+			defer func() { cancel(); <-done }()
+			eventually(t, "it takes the expired lease", func() bool { return e.Status().IsLeader })
+			taken := store.current()
+			store.mu.Lock()
+			store.stalled = tc.stalled
+			store.mu.Unlock()
+
+			store.remove(t)
+			if tc.stalled {
+				clock.Step(testTiming.RetryPeriod)
+			}
+			eventually(t, "it creates the lease again", func() bool {
+				store.mu.Lock()
+				defer store.mu.Unlock()
+				return store.object != nil
+			})
+			l := store.current()
+			if holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != taken.Spec.LeaseTransitions || !l.Spec.AcquireTime.Time.Equal(taken.Spec.AcquireTime.Time) {
+				t.Errorf("lease created again as %+v: want holder a-0_ua, %d transitions and acquired %v, as it was taken", l.Spec, taken.Spec.LeaseTransitions, taken.Spec.AcquireTime.Time)
+			}
+			clock.Step(testTiming.RetryPeriod)
+			eventually(t, "it renews the lease it created", func() bool {
+				return store.current().Spec.RenewTime.Time.After(l.Spec.RenewTime.Time)
+			})
+			mu.Lock()
+			defer mu.Unlock()
+			led := false
+			for i, leading := range changes {
+				if led && !leading {
+					t.Fatalf("status changes %v: it stopped leading (change %d)", changes, i)
+				}
+				led = led || leading
+			}
+		})
 	}
 }
 
