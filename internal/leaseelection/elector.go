@@ -71,6 +71,13 @@ type Elector struct {
 	// race, when set, is the last race for the lease this follower lost, kept until the watch brings
 	// another version of the lease than the one it showed then (see lostRace).
 	race *lostRace
+	// deleted is the last copy of the lease seen before it was found deleted, kept until the lease is
+	// seen held again or this elector leads. Deleting a lease ends nobody's term: its holder may still be
+	// acting, and creates it again at once where it may (see renew). A follower takes or creates the
+	// lease only once that copy's term could have ended, as it would have without the delete, so a
+	// delete never makes two leaders; and a lease it creates counts its terms on from that copy's, so
+	// the fencing token never goes back.
+	deleted *Lease
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
 	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
 	// that wait short.
@@ -226,10 +233,15 @@ func (e *Elector) actNow(ctx context.Context) time.Duration {
 // alone (wait 0, now false).
 func (e *Elector) react() (wait time.Duration, now bool) {
 	observed := e.watch.latest()
-	e.known = observed
 	if observed == nil {
-		// The lease was deleted: a follower may create it, and a leader creates it again (see renew).
+		// The lease was deleted: a leader creates it again (see renew), and a follower may create it
+		// once the term of the copy it last saw could have ended (see create).
+		e.foundDeleted(e.known)
 		return 0, true
+	}
+	e.known = observed
+	if observed.Spec.HolderIdentity != "" {
+		e.deleted = nil // held again: its own term is what bars a take now
 	}
 	j := lease.Judge(&observed.Spec, e.clock.Now(), e.cfg.ClockSkewMargin)
 	if e.leading {
@@ -262,7 +274,27 @@ func (e *Elector) mayTake(l *Lease, j lease.Judgement, now time.Time) (time.Dura
 			return until.Sub(now), false
 		}
 	}
+	return e.deletedTermLeft(now)
+}
+
+// deletedTermLeft reports whether the term of the lease last found deleted (deleted) has ended, so that
+// this elector may take or create the lease, or else how long it has left.
+func (e *Elector) deletedTermLeft(now time.Time) (time.Duration, bool) {
+	if e.deleted == nil {
+		return 0, true
+	}
+	if j := lease.Judge(&e.deleted.Spec, now, e.cfg.ClockSkewMargin); !j.Acquirable(e.cfg.Identity) {
+		return j.ExpiresAt.Sub(now), false
+	}
 	return 0, true
+}
+
+// foundDeleted records that the lease, of which last is the latest copy seen (nil: none), is gone.
+func (e *Elector) foundDeleted(last *Lease) {
+	if last != nil {
+		e.deleted = last
+	}
+	e.known = nil
 }
 
 // handoverAsked reports whether l, a lease this elector holds, carries a handover that asks it to step
@@ -335,7 +367,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		var err error
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
-			e.known = nil
+			e.foundDeleted(e.known)
 			return e.create(reqCtx)
 		}
 		if err != nil {
@@ -366,9 +398,9 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if kubeclient.IsNotFound(err) {
-		// The lease was deleted since the copy this take was made from: nobody holds it, so it is
+		// The lease was deleted since the copy this take was made from, whose term had ended: it is
 		// created, as a read that found none would have it.
-		e.known = nil
+		e.foundDeleted(base)
 		return e.create(reqCtx)
 	}
 	if err != nil {
@@ -384,7 +416,19 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 
 func (e *Elector) create(ctx context.Context) time.Duration {
 	now := e.clock.Now()
-	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, 0)})
+	if wait, ok := e.deletedTermLeft(now); !ok {
+		return min(e.cfg.Timing.RetryPeriod, wait)
+	}
+	acquired, transitions := now, int32(0)
+	if d := e.deleted; d != nil {
+		// The lease was deleted: its terms go on counting, so no token of the new term is one an
+		// earlier term had (or lower).
+		transitions = d.Spec.LeaseTransitions + 1
+		if d.Spec.HolderIdentity == e.cfg.Identity && !d.Spec.AcquireTime.IsZero() {
+			acquired, transitions = d.Spec.AcquireTime.Time, d.Spec.LeaseTransitions
+		}
+	}
+	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, acquired, transitions)})
 	if err != nil {
 		return e.failedAttempt(err, "create")
 	}
@@ -572,7 +616,7 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
-	e.current, e.known, e.lastRenew = l, l, renewTime
+	e.current, e.known, e.lastRenew, e.deleted = l, l, renewTime, nil
 	e.watch.wrote(l)
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }

@@ -702,6 +702,52 @@ func TestFollowerCreatesALeaseDeletedSinceItsCopy(t *testing.T) {
 	}
 }
 
+// TestFollowerHonoursTheTermOfADeletedLease: deleting a lease ends nobody's term, so a follower that saw
+// it held takes or creates it only once that copy's term could have ended, whether nobody creates it again
+// (the follower creates it, its terms counted on from the deleted copy's) or leasegate's provisioning
+// creates it again unheld (the follower takes it, one term on from that lease's).
+func TestFollowerHonoursTheTermOfADeletedLease(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		createdUnheld   bool
+		wantTransitions int32
+	}{
+		{name: "created again by the follower", wantTransitions: 5},
+		{name: "created again unheld by provisioning", createdUnheld: true, wantTransitions: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+			e, _ := runElector(t, store, clock, "a-0_ua")
+			eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+			store.remove(t)
+			eventually(t, "its watch brings the delete", func() bool { return e.watch.latest() == nil })
+			if tc.createdUnheld {
+				if _, err := store.Create(context.Background(), &Lease{Namespace: "shop", Name: "orders"}); err != nil {
+					t.Fatal(err)
+				}
+				eventually(t, "its watch brings the unheld lease", func() bool { return e.watch.latest() != nil })
+			}
+			// b's term, as last seen: renewed at start, 3 s, 1 s of margin.
+			for clock.Now().Before(start.Add(4*time.Second - testTiming.RetryPeriod)) {
+				clock.Step(testTiming.RetryPeriod)
+				settle()
+				if e.Status().IsLeader {
+					t.Fatalf("it leads %s after the delete, within b's term", clock.Since(start))
+				}
+			}
+			clock.SetTime(start.Add(4*time.Second + time.Millisecond))
+			eventually(t, "it leads once b's term has ended", func() bool {
+				settle()
+				clock.Step(testTiming.RetryPeriod)
+				return e.Status().IsLeader
+			})
+			if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != tc.wantTransitions {
+				t.Errorf("lease %+v: want holder a-0_ua and %d transitions", l.Spec, tc.wantTransitions)
+			}
+		})
+	}
+}
+
 // TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading: a leader whose lease is deleted creates it again
 // at once on the terms it renews on (its acquire time and transition count, the fencing token), without
 // stepping down, as client-go's elector does; until then the fence refuses its writes.

@@ -216,6 +216,40 @@ var _ = Describe("The leader agent", func() {
 		Expect(getLease(ctx, ns).Spec.LeaseTransitions).To(HaveValue(BeEquivalentTo(1)), "one change of holder since the lease was created")
 	})
 
+	It("creates its lease again when someone deletes it, keeping its term and token, while the followers honour that term", func(ctx SpecContext) {
+		ns := newNamespace(ctx)
+		agents := startAgents(ctx, ns, 3, process.AgentOptions{Timing: fastTiming})
+		leader := soleLeader(agents)
+		before := getLease(ctx, ns)
+		sampler, _ := sampleAgentClaims(agents)
+
+		Expect(controlPlane.Client.CoordinationV1().Leases(ns).Delete(ctx, leaseName, metav1.DeleteOptions{})).To(Succeed())
+		var after *coordinationv1.Lease
+		Eventually(func(g Gomega) {
+			l, err := controlPlane.Client.CoordinationV1().Leases(ns).Get(ctx, leaseName, metav1.GetOptions{})
+			g.Expect(err).NotTo(HaveOccurred())
+			g.Expect(l.UID).NotTo(Equal(before.UID), "the lease is the one deleted")
+			after = l
+		}).WithTimeout(5 * time.Second).Should(Succeed())
+		// Past the deleted term, so a follower that ignored it would have had its chance.
+		Consistently(func(g Gomega) {
+			g.Expect(leader.IsLeader()).To(BeTrue(), "the leader stopped leading")
+			for _, a := range others(agents, leader) {
+				g.Expect(a.IsLeader()).To(BeFalse(), "%s leads", a.Pod.Name)
+			}
+		}).WithTimeout(fastTiming.LeaseDuration + lease.DefaultClockSkewMargin).WithPolling(100 * time.Millisecond).Should(Succeed())
+
+		Expect(after.Spec.HolderIdentity).To(HaveValue(Equal(leader.Pod.Identity())))
+		Expect(after.Spec.LeaseTransitions).To(Equal(before.Spec.LeaseTransitions), "the fencing token of the term that goes on")
+		Expect(after.Spec.AcquireTime.Time).To(BeTemporally("==", before.Spec.AcquireTime.Time))
+		_, overlaps := sampler.Stop()
+		Expect(overlaps).To(BeEmpty())
+		Expect(leader.Logs()).NotTo(ContainSubstring(`msg="Stopped leading"`))
+		for _, a := range others(agents, leader) {
+			Expect(a.Logs()).NotTo(ContainSubstring(`msg="Started leading"`), "%s led", a.Pod.Name)
+		}
+	})
+
 	It("stops claiming leadership within its renew deadline when the API server becomes unreachable", func(ctx SpecContext) {
 		ns := newNamespace(ctx)
 		var servers []string
