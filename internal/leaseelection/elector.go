@@ -71,13 +71,9 @@ type Elector struct {
 	// race, when set, is the last race for the lease this follower lost, kept until the watch brings
 	// another version of the lease than the one it showed then (see lostRace).
 	race *lostRace
-	// deleted is the last copy of the lease seen before it was found deleted, kept until the lease is
-	// seen held again or this elector leads. Deleting a lease ends nobody's term: its holder may still be
-	// acting, and creates it again at once where it may (see renew). A follower takes or creates the
-	// lease only once that copy's term could have ended, as it would have without the delete, so a
-	// delete never makes two leaders; and a lease it creates counts its terms on from that copy's, so
-	// the fencing token never goes back.
-	deleted *Lease
+	// deleted, when set, says what this follower knows of a lease it found deleted, kept until the lease
+	// is seen held again or this elector writes it as holder (see deletedLease).
+	deleted *deletedLease
 	// shed counts a follower's attempts in a row that the API server shed (429, 5xx, Retry-After), and
 	// holdUntil is when it may try again: a watch event that makes the lease look free does not cut
 	// that wait short.
@@ -103,6 +99,18 @@ type lostRace struct {
 	watched *Lease
 	// read is the copy read since (nil: not read yet).
 	read *Lease
+}
+
+// deletedLease is what a follower knows of the lease it found deleted. Deleting a lease ends nobody's
+// term: its holder may still be acting, and creates it again at once where it may (see renew). So a
+// follower takes or creates the lease only once the deleted term could have ended, as it would have
+// without the delete, and a lease it creates counts its terms on from the deleted ones, so that the
+// fencing token does not go back.
+type deletedLease struct {
+	// until is the earliest instant this elector may take or create the lease (zero: at once).
+	until time.Time
+	// transitions is the most leaseTransitions the deleted versions seen had.
+	transitions int32
 }
 
 // sameVersion reports whether a and b are the same version of the lease, or both no lease. Two copies of
@@ -232,18 +240,29 @@ func (e *Elector) actNow(ctx context.Context) time.Duration {
 // or, for a leader, someone else wrote it), after wait (a follower's expiry timer), or leave the timer
 // alone (wait 0, now false).
 func (e *Elector) react() (wait time.Duration, now bool) {
+	at := e.clock.Now()
+	gone := e.watch.takeDeleted()
+	if gone != nil {
+		// Taken before the latest copy: the lease may have been created again since, and the delete's
+		// term bars a take of the new one too.
+		e.noteDeleted(gone, true, at)
+	}
 	observed := e.watch.latest()
 	if observed == nil {
 		// The lease was deleted: a leader creates it again (see renew), and a follower may create it
-		// once the term of the copy it last saw could have ended (see create).
-		e.foundDeleted(e.known)
+		// once the deleted term could have ended. A list that finds none, where this elector had seen
+		// one, tells the lease is gone but not what its last version was.
+		if gone == nil {
+			e.noteDeleted(e.known, false, at)
+		}
+		e.known = nil
 		return 0, true
 	}
 	e.known = observed
 	if observed.Spec.HolderIdentity != "" {
 		e.deleted = nil // held again: its own term is what bars a take now
 	}
-	j := lease.Judge(&observed.Spec, e.clock.Now(), e.cfg.ClockSkewMargin)
+	j := lease.Judge(&observed.Spec, at, e.cfg.ClockSkewMargin)
 	if e.leading {
 		if j.Holder == e.cfg.Identity && e.handoverAsked(observed) {
 			e.handOver(observed)
@@ -257,15 +276,24 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		return 0, j.Holder != e.cfg.Identity
 	}
 	e.publish(observed, false)
-	if wait, ok := e.mayTake(observed, j, e.clock.Now()); !ok {
+	if wait, ok := e.mayTake(observed, j, at); !ok {
 		return min(e.cfg.Timing.RetryPeriod, wait), false
 	}
 	return 0, true
 }
 
 // mayTake reports whether this elector may take the lease judged j now, or else how long until it should
-// look again: the lease expires, or a handover for another candidate stops barring it.
+// look again: the lease expires, a handover for another candidate stops barring it, or the term of a
+// lease deleted before it could have ended.
 func (e *Elector) mayTake(l *Lease, j lease.Judgement, now time.Time) (time.Duration, bool) {
+	if wait, ok := e.termBars(l, j, now); !ok {
+		return wait, false
+	}
+	return e.deletedTermLeft(now)
+}
+
+// termBars is mayTake for the lease judged j alone.
+func (e *Elector) termBars(l *Lease, j lease.Judgement, now time.Time) (time.Duration, bool) {
 	if !j.Acquirable(e.cfg.Identity) {
 		return j.ExpiresAt.Sub(now), false
 	}
@@ -274,27 +302,50 @@ func (e *Elector) mayTake(l *Lease, j lease.Judgement, now time.Time) (time.Dura
 			return until.Sub(now), false
 		}
 	}
-	return e.deletedTermLeft(now)
-}
-
-// deletedTermLeft reports whether the term of the lease last found deleted (deleted) has ended, so that
-// this elector may take or create the lease, or else how long it has left.
-func (e *Elector) deletedTermLeft(now time.Time) (time.Duration, bool) {
-	if e.deleted == nil {
-		return 0, true
-	}
-	if j := lease.Judge(&e.deleted.Spec, now, e.cfg.ClockSkewMargin); !j.Acquirable(e.cfg.Identity) {
-		return j.ExpiresAt.Sub(now), false
-	}
 	return 0, true
 }
 
-// foundDeleted records that the lease, of which last is the latest copy seen (nil: none), is gone.
-func (e *Elector) foundDeleted(last *Lease) {
-	if last != nil {
-		e.deleted = last
+// deletedTermLeft reports whether the term of a lease found deleted has ended, so that this elector may
+// take or create the lease, or else how long it has left.
+func (e *Elector) deletedTermLeft(now time.Time) (time.Duration, bool) {
+	if e.deleted == nil || !now.Before(e.deleted.until) {
+		return 0, true
 	}
-	e.known = nil
+	return e.deleted.until.Sub(now), false
+}
+
+// noteDeleted records that the lease was found deleted at now, last being the latest copy of it known
+// (nil: none, as for an elector that never saw it, which may create it at once). exact: last is the
+// version deleted, as the watch's delete event carried it, and its term, handover included, is the one
+// to wait out. Otherwise last is only the latest version this elector saw (its take was answered 404, a
+// read or a list found none), and a holder after it may have renewed until the delete: nothing is taken
+// before a lease duration and margin from when it first learned of the delete either; learning again
+// that the lease is gone, from the same stale copy, moves nothing. What an earlier delete barred stays
+// barred.
+func (e *Elector) noteDeleted(last *Lease, exact bool, now time.Time) {
+	if last == nil || !exact && e.deleted != nil {
+		return
+	}
+	var until time.Time
+	if wait, ok := e.termBars(last, lease.Judge(&last.Spec, now, e.cfg.ClockSkewMargin), now); !ok {
+		until = now.Add(wait)
+	}
+	if !exact {
+		term := max(e.cfg.Timing.LeaseDuration, time.Duration(last.Spec.LeaseDurationSeconds)*time.Second)
+		until = later(until, now.Add(term+e.cfg.ClockSkewMargin))
+	}
+	d := &deletedLease{until: until, transitions: last.Spec.LeaseTransitions}
+	if prev := e.deleted; prev != nil {
+		d.until, d.transitions = later(d.until, prev.until), max(d.transitions, prev.transitions)
+	}
+	e.deleted = d
+}
+
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // handoverAsked reports whether l, a lease this elector holds, carries a handover that asks it to step
@@ -316,6 +367,9 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	retry := e.cfg.Timing.RetryPeriod
 	if now := e.clock.Now(); now.Before(e.holdUntil) {
 		return e.holdUntil.Sub(now) // shed: the backoff is not over
+	}
+	if wait, ok := e.deletedTermLeft(e.clock.Now()); !ok {
+		return min(retry, wait) // nothing to take or create before then: no read either
 	}
 	reqCtx, cancel := context.WithTimeout(ctx, e.cfg.Timing.RenewDeadline)
 	defer cancel()
@@ -367,7 +421,8 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		var err error
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
-			e.foundDeleted(e.known)
+			e.noteDeleted(e.known, false, e.clock.Now())
+			e.known = nil
 			return e.create(reqCtx)
 		}
 		if err != nil {
@@ -398,9 +453,10 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if kubeclient.IsNotFound(err) {
-		// The lease was deleted since the copy this take was made from, whose term had ended: it is
-		// created, as a read that found none would have it.
-		e.foundDeleted(base)
+		// The lease was deleted since the copy this take was made from: it is created, as a read that
+		// found none would have it, once a holder after that copy could no longer lead.
+		e.noteDeleted(base, false, now)
+		e.known = nil
 		return e.create(reqCtx)
 	}
 	if err != nil {
@@ -419,16 +475,13 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 	if wait, ok := e.deletedTermLeft(now); !ok {
 		return min(e.cfg.Timing.RetryPeriod, wait)
 	}
-	acquired, transitions := now, int32(0)
-	if d := e.deleted; d != nil {
-		// The lease was deleted: its terms go on counting, so no token of the new term is one an
-		// earlier term had (or lower).
-		transitions = d.Spec.LeaseTransitions + 1
-		if d.Spec.HolderIdentity == e.cfg.Identity && !d.Spec.AcquireTime.IsZero() {
-			acquired, transitions = d.Spec.AcquireTime.Time, d.Spec.LeaseTransitions
-		}
+	var transitions int32
+	if e.deleted != nil {
+		// The lease was deleted: its terms go on counting, so the new term's token is none an earlier
+		// term had, nor lower.
+		transitions = e.deleted.transitions + 1
 	}
-	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, acquired, transitions)})
+	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, transitions)})
 	if err != nil {
 		return e.failedAttempt(err, "create")
 	}
@@ -479,7 +532,11 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		if getErr == nil {
 			e.current, e.known = current, current
 			if holder := current.Spec.HolderIdentity; holder != e.cfg.Identity {
-				e.stepDown(fmt.Sprintf("the lease was taken by %q", holder))
+				reason := fmt.Sprintf("the lease was taken by %q", holder)
+				if holder == "" {
+					reason = "the lease was released, or deleted and created again unheld"
+				}
+				e.stepDown(reason)
 				e.publish(current, false)
 			} else if e.handoverAsked(current) {
 				e.handOver(current)

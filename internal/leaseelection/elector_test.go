@@ -688,17 +688,86 @@ func TestElectorThatLostARaceOnALaggingWatchWritesOnTheCopyItRead(t *testing.T) 
 }
 
 // TestFollowerCreatesALeaseDeletedSinceItsCopy: a take made from a copy of a lease deleted since is
-// answered 404; nobody holds the lease, so the follower creates it at once.
+// answered 404. The copy is not the version deleted (a holder after it may have renewed until the
+// delete), so the follower creates the lease only a lease duration and margin after it learned of the
+// delete, sends nothing meanwhile, and counts its term on from the copy's.
 func TestFollowerCreatesALeaseDeletedSinceItsCopy(t *testing.T) {
 	store, clock, e := listedThenStalled(t)
 	store.remove(t)
-	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
-	eventually(t, "it creates the lease and leads", func() bool { return e.Status().IsLeader })
-	if l := store.current(); holderOf(l) != "a-0_ua" {
-		t.Fatalf("lease held by %q, want a-0_ua", holderOf(l))
+	_, writes := store.counts()
+	learned := start.Add(4*time.Second + time.Millisecond)
+	clock.SetTime(learned)
+	eventually(t, "its take is answered 404", func() bool { _, w := store.counts(); return w > writes })
+	settle()
+	_, writes = store.counts()
+	for clock.Now().Before(learned.Add(4*time.Second - testTiming.RetryPeriod)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
 	}
-	if gets, _ := store.counts(); gets != 0 {
-		t.Errorf("%d reads of the lease: want none, the 404 said there is none", gets)
+	if gets, w := store.counts(); e.Status().IsLeader || gets != 0 || w != writes {
+		t.Fatalf("within a lease duration and margin of the 404: leading %v, %d reads, %d more writes; want none", e.Status().IsLeader, gets, w-writes)
+	}
+	clock.SetTime(learned.Add(4*time.Second + time.Millisecond))
+	eventually(t, "it creates the lease and leads", func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		return e.Status().IsLeader
+	})
+	if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 5 {
+		t.Fatalf("lease %+v: want holder a-0_ua and 5 transitions, one on from the copy's", l.Spec)
+	}
+}
+
+// TestFollowerThatListsNoLeaseWhereItSawOneWaitsOutBothTerms: a follower whose watch was down while the
+// lease was deleted learns of it from a list that finds none, which does not tell the version deleted:
+// it creates the lease only once the term of the copy it saw has ended and a lease duration and margin
+// have passed since that list.
+func TestFollowerThatListsNoLeaseWhereItSawOneWaitsOutBothTerms(t *testing.T) {
+	store, clock := storeWith(t, heldLease("b-0_ub", start.Add(time.Hour))), clocktesting.NewFakeClock(start)
+	e, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
+	store.mu.Lock()
+	store.endWatchersLocked()
+	lists := store.lists
+	store.mu.Unlock()
+	store.remove(t)
+	store.mu.Lock()
+	store.compacted = store.rv // the delete is past what a resumed watch can bring
+	store.mu.Unlock()
+	eventually(t, "it lists the lease again and finds none", func() bool {
+		settle()
+		store.mu.Lock()
+		listed := store.lists > lists
+		store.mu.Unlock()
+		if !listed {
+			clock.Step(watchBackoffMax)
+		}
+		return listed && e.watch.latest() == nil
+	})
+	settle()
+	listed := clock.Now()
+	for clock.Now().Before(listed.Add(4*time.Second - testTiming.RetryPeriod)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+		if e.Status().IsLeader {
+			t.Fatalf("it leads %s after the list that found no lease, within a lease duration and margin", clock.Since(listed))
+		}
+	}
+	// b's copy, renewed an hour after start, holds its term until 3 s and 1 s of margin after that.
+	termEnd := start.Add(time.Hour + 4*time.Second)
+	clock.SetTime(termEnd.Add(-testTiming.RetryPeriod))
+	settle()
+	if e.Status().IsLeader {
+		t.Fatal("it leads before the term of the copy it saw has ended")
+	}
+	clock.SetTime(termEnd.Add(time.Millisecond))
+	eventually(t, "it creates the lease and leads", func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		return e.Status().IsLeader
+	})
+	if l := store.current(); l.Spec.LeaseTransitions != 5 {
+		t.Errorf("created with %d transitions, want 5, one on from the copy it saw", l.Spec.LeaseTransitions)
 	}
 }
 
@@ -720,12 +789,14 @@ func TestFollowerHonoursTheTermOfADeletedLease(t *testing.T) {
 			e, _ := runElector(t, store, clock, "a-0_ua")
 			eventually(t, "it has listed the lease", func() bool { return e.Synced() && e.Status().Holder == "b-0_ub" })
 			store.remove(t)
-			eventually(t, "its watch brings the delete", func() bool { return e.watch.latest() == nil })
 			if tc.createdUnheld {
+				// At once: the elector may see the new lease without ever having seen it missing.
 				if _, err := store.Create(context.Background(), &Lease{Namespace: "shop", Name: "orders"}); err != nil {
 					t.Fatal(err)
 				}
-				eventually(t, "its watch brings the unheld lease", func() bool { return e.watch.latest() != nil })
+				eventually(t, "its watch brings the unheld lease", func() bool { l := e.watch.latest(); return l != nil && holderOf(l) == "" })
+			} else {
+				eventually(t, "its watch brings the delete", func() bool { return e.watch.latest() == nil })
 			}
 			// b's term, as last seen: renewed at start, 3 s, 1 s of margin.
 			for clock.Now().Before(start.Add(4*time.Second - testTiming.RetryPeriod)) {

@@ -33,6 +33,9 @@ type leaseWatch struct {
 	// delete); synced is set once it has listed the lease, watching while a watch stream is open, listedAt
 	// (Unix nanoseconds) when it last listed it.
 	observed atomic.Pointer[Lease]
+	// deleted is the lease's last version, as a delete event carried it, until the elector takes it
+	// (takeDeleted): the elector may run only after a later event has replaced observed.
+	deleted  atomic.Pointer[Lease]
 	synced   atomic.Bool
 	watching atomic.Bool
 	listedAt atomic.Int64
@@ -54,6 +57,10 @@ func newLeaseWatch(store Store, streamer streamingLister, namespace, name string
 
 // latest is the latest version of the lease seen, nil before the first and after a delete.
 func (w *leaseWatch) latest() *Lease { return w.observed.Load() }
+
+// takeDeleted returns the last version of the lease a delete event carried since it was last called (nil:
+// none), and forgets it.
+func (w *leaseWatch) takeDeleted() *Lease { return w.deleted.Swap(nil) }
 
 // fresh reports whether latest is current enough to write on: a watch stream is open, or the lease was
 // listed within the last window.
@@ -340,6 +347,7 @@ func (w *leaseWatch) follow(ctx context.Context, open func(context.Context) (<-c
 		case Added, Modified:
 			notify(event.Lease)
 		case Deleted:
+			w.deleted.Store(event.Lease)
 			notify(nil)
 		}
 	}
