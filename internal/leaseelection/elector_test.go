@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -317,10 +318,32 @@ var (
 // runElector runs an elector for identity on store, on clock, until the test ends (or it is cancelled).
 func runElector(t *testing.T, store Store, clock *clocktesting.FakeClock, identity string) (*Elector, context.CancelFunc) {
 	t.Helper()
-	e, err := NewElector(Config{
-		Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
-		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(),
-	})
+	return startElector(t, Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
+		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard()})
+}
+
+// runElectorRecording is runElector that also records, in order, whether each status it reported led.
+func runElectorRecording(t *testing.T, store Store, clock *clocktesting.FakeClock, identity string) (e *Elector, changes func() []bool) {
+	t.Helper()
+	var mu sync.Mutex
+	var led []bool
+	e, _ = startElector(t, Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
+		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), OnChange: func(s lease.Status) {
+			mu.Lock()
+			led = append(led, s.IsLeader)
+			mu.Unlock()
+		}})
+	return e, func() []bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(led)
+	}
+}
+
+// startElector runs an elector of cfg until the test ends, or until the returned stop is called.
+func startElector(t *testing.T, cfg Config) (*Elector, context.CancelFunc) {
+	t.Helper()
+	e, err := NewElector(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,14 +353,12 @@ func runElector(t *testing.T, store Store, clock *clocktesting.FakeClock, identi
 		defer close(done)
 		e.Run(ctx)
 	}()
-	t.Cleanup(func() {
+	stop := sync.OnceFunc(func() {
 		cancel()
 		<-done
 	})
-	return e, func() {
-		cancel()
-		<-done
-	}
+	t.Cleanup(stop)
+	return e, stop
 }
 
 // eventually waits, in real time, for the elector's goroutines to reach a state.
@@ -394,21 +415,7 @@ func TestElectorCreatesAMissingLeaseAndRenewsIt(t *testing.T) {
 
 func TestElectorStopsLeadingAtItsRenewDeadline(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
-	var mu sync.Mutex
-	var changes []bool
-	e, err := NewElector(Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
-		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), OnChange: func(s lease.Status) {
-			mu.Lock()
-			changes = append(changes, s.IsLeader)
-			mu.Unlock()
-		}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { defer close(done); e.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	e, changes := runElectorRecording(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 
 	store.mu.Lock()
@@ -426,9 +433,8 @@ func TestElectorStopsLeadingAtItsRenewDeadline(t *testing.T) {
 		t.Fatal("Status reported leadership at the renew deadline")
 	}
 	eventually(t, "the loop steps down and says so", func() bool {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(changes) >= 2 && !changes[len(changes)-1]
+		c := changes()
+		return len(c) >= 2 && !c[len(c)-1]
 	})
 }
 
@@ -832,21 +838,7 @@ func TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store, clock := storeWith(t, heldLease("b-0_ub", start.Add(-time.Minute))), clocktesting.NewFakeClock(start)
-			var mu sync.Mutex
-			var changes []bool
-			e, err := NewElector(Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: "a-0_ua", Timing: testTiming,
-				ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), OnChange: func(s lease.Status) {
-					mu.Lock()
-					changes = append(changes, s.IsLeader)
-					mu.Unlock()
-				}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx, cancel := context.WithCancel(context.Background())
-			done := make(chan struct{})
-			go func() { defer close(done); e.Run(ctx) }()
-			defer func() { cancel(); <-done }()
+			e, changes := runElectorRecording(t, store, clock, "a-0_ua")
 			eventually(t, "it takes the expired lease", func() bool { return e.Status().IsLeader })
 			taken := store.current()
 			store.mu.Lock()
@@ -870,12 +862,11 @@ func TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading(t *testing.T) {
 			eventually(t, "it renews the lease it created", func() bool {
 				return store.current().Spec.RenewTime.Time.After(l.Spec.RenewTime.Time)
 			})
-			mu.Lock()
-			defer mu.Unlock()
+			c := changes()
 			led := false
-			for i, leading := range changes {
+			for i, leading := range c {
 				if led && !leading {
-					t.Fatalf("status changes %v: it stopped leading (change %d)", changes, i)
+					t.Fatalf("status changes %v: it stopped leading (change %d)", c, i)
 				}
 				led = led || leading
 			}
