@@ -452,13 +452,6 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	next.Spec = e.spec(now, acquired, transitions)
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
-	if kubeclient.IsNotFound(err) {
-		// The lease was deleted since the copy this take was made from: it is created, as a read that
-		// found none would have it, once a holder after that copy could no longer lead.
-		e.noteDeleted(base, false, now)
-		e.known = nil
-		return e.create(reqCtx)
-	}
 	if err != nil {
 		return e.failedAttempt(err, "take")
 	}
@@ -510,26 +503,13 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	}
 	next.Spec = e.spec(now, acquired, e.current.Spec.LeaseTransitions)
 	updated, err := e.cfg.Lock.Update(kubeclient.Unlimited(reqCtx), next)
-	if kubeclient.IsNotFound(err) {
-		// The lease was deleted (by a person, or a cleanup): nobody holds it, and the fence refuses this
-		// leader's writes until someone does. It creates the lease again at once, as client-go's elector
-		// does, on the terms it renews on; a candidate that created it first has taken it (below).
-		updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: next.Spec})
-	}
-	if err == nil {
-		e.cfg.Lock.wrote(updated, now)
-		e.renewed(now, updated)
-		if e.cfg.Lock.answersHolder() {
-			e.publish(updated, true)
-		}
-		return e.cfg.Timing.RetryPeriod
-	}
-	if kubeclient.IsConflict(err) || kubeclient.IsAlreadyExists(err) {
-		// Someone else wrote the lease since our last write, or created it after it was deleted. Read
-		// it: if it still names us (a label edit, say), renew on the fresh version at once; otherwise we
-		// have lost it.
-		current, getErr := e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
-		if getErr == nil {
+	if kubeclient.IsConflict(err) {
+		// Someone else wrote the lease since our last write, or deleted it (the API server answers a
+		// write naming a deleted lease's uid with a conflict, not a 404). Read it: if it still names us
+		// (a label edit, say), renew on the fresh version at once; if another holds it or released it,
+		// we have lost it.
+		var current *Lease
+		if current, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name); err == nil {
 			e.current, e.known = current, current
 			if holder := current.Spec.HolderIdentity; holder != e.cfg.Identity {
 				reason := fmt.Sprintf("the lease was taken by %q", holder)
@@ -543,7 +523,23 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 			}
 			return 0
 		}
-		err = getErr
+	}
+	if kubeclient.IsNotFound(err) {
+		// The lease was deleted (by a person, or a cleanup): nobody holds it, and the fence refuses this
+		// leader's writes until someone does. It creates the lease again at once, as client-go's elector
+		// does, on the terms it renews on. If another candidate created it first, the next act's
+		// renewal conflicts with that lease and reads it (above).
+		if updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: next.Spec}); kubeclient.IsAlreadyExists(err) {
+			return 0
+		}
+	}
+	if err == nil {
+		e.cfg.Lock.wrote(updated, now)
+		e.renewed(now, updated)
+		if e.cfg.Lock.answersHolder() {
+			e.publish(updated, true)
+		}
+		return e.cfg.Timing.RetryPeriod
 	}
 	if ctx.Err() == nil {
 		e.cfg.Log.Error(err, "Renewing the lease failed; still leading until the renew deadline",

@@ -103,7 +103,9 @@ func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 		return nil, s.failWrites
 	}
 	if s.object == nil {
-		return nil, statusErr(404, "NotFound")
+		// As the API server answers a write of a deleted lease that names its uid, as every copy it
+		// served does: the uid precondition fails.
+		return nil, statusErr(409, "Conflict")
 	}
 	if l.ResourceVersion != decodeLease(panicker{}, s.object).ResourceVersion {
 		return nil, statusErr(409, "Conflict")
@@ -693,25 +695,30 @@ func TestElectorThatLostARaceOnALaggingWatchWritesOnTheCopyItRead(t *testing.T) 
 	})
 }
 
-// TestFollowerCreatesALeaseDeletedSinceItsCopy: a take made from a copy of a lease deleted since is
-// answered 404. The copy is not the version deleted (a holder after it may have renewed until the
-// delete), so the follower creates the lease only a lease duration and margin after it learned of the
-// delete, sends nothing meanwhile, and counts its term on from the copy's.
+// TestFollowerCreatesALeaseDeletedSinceItsCopy: a take made from a copy of a lease deleted since
+// conflicts, and the read after it finds no lease. The copy is not the version deleted (a holder after it
+// may have renewed until the delete), so the follower creates the lease only a lease duration and margin
+// after it learned of the delete, sends nothing meanwhile, and counts its term on from the copy's.
 func TestFollowerCreatesALeaseDeletedSinceItsCopy(t *testing.T) {
 	store, clock, e := listedThenStalled(t)
 	store.remove(t)
+	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
+	eventually(t, "its take conflicts and its read finds no lease", func() bool {
+		settle()
+		if gets, _ := store.counts(); gets == 1 {
+			return true
+		}
+		clock.Step(testTiming.RetryPeriod)
+		return false
+	})
+	learned := clock.Now()
 	_, writes := store.counts()
-	learned := start.Add(4*time.Second + time.Millisecond)
-	clock.SetTime(learned)
-	eventually(t, "its take is answered 404", func() bool { _, w := store.counts(); return w > writes })
-	settle()
-	_, writes = store.counts()
 	for clock.Now().Before(learned.Add(4*time.Second - testTiming.RetryPeriod)) {
 		clock.Step(testTiming.RetryPeriod)
 		settle()
 	}
-	if gets, w := store.counts(); e.Status().IsLeader || gets != 0 || w != writes {
-		t.Fatalf("within a lease duration and margin of the 404: leading %v, %d reads, %d more writes; want none", e.Status().IsLeader, gets, w-writes)
+	if gets, w := store.counts(); e.Status().IsLeader || gets != 1 || w != writes {
+		t.Fatalf("within a lease duration and margin of the read: leading %v, %d more reads, %d more writes; want none", e.Status().IsLeader, gets-1, w-writes)
 	}
 	clock.SetTime(learned.Add(4*time.Second + time.Millisecond))
 	eventually(t, "it creates the lease and leads", func() bool {
@@ -834,7 +841,7 @@ func TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading(t *testing.T) {
 		stalled bool
 	}{
 		{name: "its watch brings the delete"},
-		{name: "its next renewal is answered 404", stalled: true},
+		{name: "its next renewal conflicts and its read finds none", stalled: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			store, clock := storeWith(t, heldLease("b-0_ub", start.Add(-time.Minute))), clocktesting.NewFakeClock(start)
