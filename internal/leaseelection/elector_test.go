@@ -102,12 +102,9 @@ func (s *memStore) Update(_ context.Context, l *Lease) (*Lease, error) {
 	if s.failWrites != nil {
 		return nil, s.failWrites
 	}
-	if s.object == nil {
-		// As the API server answers a write of a deleted lease that names its uid, as every copy it
-		// served does: the uid precondition fails.
-		return nil, statusErr(409, "Conflict")
-	}
-	if l.ResourceVersion != decodeLease(panicker{}, s.object).ResourceVersion {
+	// A deleted lease conflicts too, as the API server answers a write that names its uid (every copy it
+	// served does): the uid precondition fails.
+	if s.object == nil || l.ResourceVersion != decodeLease(panicker{}, s.object).ResourceVersion {
 		return nil, statusErr(409, "Conflict")
 	}
 	return s.storeLocked(l, Modified), nil
@@ -373,6 +370,17 @@ func eventually(t *testing.T, what string, ok func() bool) {
 	}
 }
 
+// stepUntilLeading moves clock a retry period at a time, letting the elector act after each step, until e
+// leads.
+func stepUntilLeading(t *testing.T, clock *clocktesting.FakeClock, e *Elector, what string) {
+	t.Helper()
+	eventually(t, what, func() bool {
+		settle()
+		clock.Step(testTiming.RetryPeriod)
+		return e.Status().IsLeader
+	})
+}
+
 // settle lets the elector's goroutines act on what they have, in real time, without moving the clock.
 func settle() { time.Sleep(50 * time.Millisecond) }
 
@@ -620,11 +628,7 @@ func TestElectorReadsTheLeaseAfterLosingARaceOnAStalledWatch(t *testing.T) {
 	store, clock, e := listedThenStalled(t)
 	// b releases the lease, which the elector's copy does not show, so its first take conflicts.
 	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
-	eventually(t, "it reads the lease after the conflict and takes it", func() bool {
-		settle()
-		clock.Step(testTiming.RetryPeriod)
-		return e.Status().IsLeader
-	})
+	stepUntilLeading(t, clock, e, "it reads the lease after the conflict and takes it")
 }
 
 // TestElectorThatLostARaceReadsNothingOnceItsWatchBringsTheWinner: a race lost on a stale copy leaves
@@ -688,11 +692,7 @@ func TestElectorThatLostARaceOnALaggingWatchWritesOnTheCopyItRead(t *testing.T) 
 	}
 	// b stops renewing: a takes the lease once the copy it read expires.
 	clock.SetTime(renewed.Add(4*time.Second + time.Millisecond))
-	eventually(t, "it takes the lease once the copy it read expires", func() bool {
-		settle()
-		clock.Step(testTiming.RetryPeriod)
-		return e.Status().IsLeader
-	})
+	stepUntilLeading(t, clock, e, "it takes the lease once the copy it read expires")
 }
 
 // TestFollowerCreatesALeaseDeletedSinceItsCopy: a take made from a copy of a lease deleted since
@@ -721,11 +721,7 @@ func TestFollowerCreatesALeaseDeletedSinceItsCopy(t *testing.T) {
 		t.Fatalf("within a lease duration and margin of the read: leading %v, %d more reads, %d more writes; want none", e.Status().IsLeader, gets-1, w-writes)
 	}
 	clock.SetTime(learned.Add(4*time.Second + time.Millisecond))
-	eventually(t, "it creates the lease and leads", func() bool {
-		settle()
-		clock.Step(testTiming.RetryPeriod)
-		return e.Status().IsLeader
-	})
+	stepUntilLeading(t, clock, e, "it creates the lease and leads")
 	if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != 5 {
 		t.Fatalf("lease %+v: want holder a-0_ua and 5 transitions, one on from the copy's", l.Spec)
 	}
@@ -774,11 +770,7 @@ func TestFollowerThatListsNoLeaseWhereItSawOneWaitsOutBothTerms(t *testing.T) {
 		t.Fatal("it leads before the term of the copy it saw has ended")
 	}
 	clock.SetTime(termEnd.Add(time.Millisecond))
-	eventually(t, "it creates the lease and leads", func() bool {
-		settle()
-		clock.Step(testTiming.RetryPeriod)
-		return e.Status().IsLeader
-	})
+	stepUntilLeading(t, clock, e, "it creates the lease and leads")
 	if l := store.current(); l.Spec.LeaseTransitions != 5 {
 		t.Errorf("created with %d transitions, want 5, one on from the copy it saw", l.Spec.LeaseTransitions)
 	}
@@ -820,11 +812,7 @@ func TestFollowerHonoursTheTermOfADeletedLease(t *testing.T) {
 				}
 			}
 			clock.SetTime(start.Add(4*time.Second + time.Millisecond))
-			eventually(t, "it leads once b's term has ended", func() bool {
-				settle()
-				clock.Step(testTiming.RetryPeriod)
-				return e.Status().IsLeader
-			})
+			stepUntilLeading(t, clock, e, "it leads once b's term has ended")
 			if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != tc.wantTransitions {
 				t.Errorf("lease %+v: want holder a-0_ua and %d transitions", l.Spec, tc.wantTransitions)
 			}
