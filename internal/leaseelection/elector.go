@@ -317,11 +317,11 @@ func (e *Elector) deletedTermLeft(now time.Time) (time.Duration, bool) {
 // noteDeleted records that the lease was found deleted at now, last being the latest copy of it known
 // (nil: none, as for an elector that never saw it, which may create it at once). exact: last is the
 // version deleted, as the watch's delete event carried it, and its term, handover included, is the one
-// to wait out. Otherwise last is only the latest version this elector saw (a read or a list found none,
-// after a take that conflicted, say), and a holder after it may have renewed until the delete: nothing is taken
-// before a lease duration and margin from when it first learned of the delete either; learning again
-// that the lease is gone, from the same stale copy, moves nothing. What an earlier delete barred stays
-// barred.
+// to wait out. Otherwise last is only the latest version this elector saw (a read or a list found
+// none, after a take that conflicted, say), and a holder after it may have renewed until the delete:
+// nothing is taken before a lease duration and margin from when it first learned of the delete either;
+// learning again that the lease is gone, from the same stale copy, moves nothing. What an earlier delete
+// barred stays barred.
 func (e *Elector) noteDeleted(last *Lease, exact bool, now time.Time) {
 	if last == nil || !exact && e.deleted != nil {
 		return
