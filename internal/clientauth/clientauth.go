@@ -100,25 +100,28 @@ func New(opts Options, log logr.Logger) (*Verifier, error) {
 
 // Configure makes c refuse every handshake without a certificate the current CA signed for a client
 // (and, with subject names, one of them).
+//
+// The check runs in VerifyConnection, which Go calls on every handshake, resumed ones included, with the
+// certificates of the session being resumed; VerifyPeerCertificate runs on full handshakes only, so a
+// client whose CA was removed could keep connecting by resuming a session (TLS 1.2 tickets or session
+// IDs, TLS 1.3 PSKs) for as long as its ticket lived. A resumed session is judged against the CA file
+// as it is now, exactly as a new one.
 func (v *Verifier) Configure(c *tls.Config) {
 	c.ClientAuth = tls.RequireAnyClientCert
-	c.VerifyPeerCertificate = v.verify
+	c.VerifyPeerCertificate = nil
+	c.VerifyConnection = v.verifyConnection
 }
 
-func (v *Verifier) verify(rawCerts [][]byte, _ [][]*x509.Certificate) error {
-	if len(rawCerts) == 0 {
+func (v *Verifier) verifyConnection(state tls.ConnectionState) error {
+	return v.verify(state.PeerCertificates)
+}
+
+func (v *Verifier) verify(certs []*x509.Certificate) error {
+	if len(certs) == 0 {
 		return errors.New("no client certificate")
 	}
-	if bytes.Equal(rawCerts[0], v.self.Certificate[0]) {
+	if bytes.Equal(certs[0].Raw, v.self.Certificate[0]) {
 		return nil
-	}
-	certs := make([]*x509.Certificate, len(rawCerts))
-	for i, raw := range rawCerts {
-		cert, err := x509.ParseCertificate(raw)
-		if err != nil {
-			return fmt.Errorf("parsing the client certificate: %w", err)
-		}
-		certs[i] = cert
 	}
 	pool, err := v.currentPool()
 	if err != nil {

@@ -247,3 +247,90 @@ func TestReadsTheCAAgainWhenRewrittenInPlaceWithinOneTick(t *testing.T) {
 		t.Error("the first CA's client is still trusted after the file was rewritten in place")
 	}
 }
+
+// dialer is a client keeping one session cache across its connections, as the API server's transport
+// does, so that its second connection offers to resume the first one's session.
+type dialer struct {
+	config *tls.Config
+}
+
+// dial connects to addr and returns whether the handshake resumed a session and the server's refusal,
+// if any: the server writes one byte after a handshake it accepted.
+func (d dialer) dial(t *testing.T, addr string) (resumed bool, err error) {
+	t.Helper()
+	conn, err := tls.Dial("tcp", addr, d.config)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close()
+	// TLS 1.3 ends the client's handshake before the server judged it, and sends its ticket after.
+	if _, err := conn.Read(make([]byte, 1)); err != nil {
+		return conn.ConnectionState().DidResume, err
+	}
+	return conn.ConnectionState().DidResume, nil
+}
+
+// serve accepts on a loopback listener with one server config (so one set of session ticket keys, as a
+// long-running webhook server has) and writes one byte on every handshake it accepts.
+func serve(t *testing.T, config *tls.Config) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			conn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer conn.Close()
+				server := tls.Server(conn, config)
+				if server.Handshake() == nil {
+					_, _ = server.Write([]byte{1})
+				}
+			}()
+		}
+	}()
+	return ln.Addr().String()
+}
+
+// A session resumed (a TLS 1.2 ticket, a TLS 1.3 PSK) is judged against the CA file as it is now: a
+// client whose CA was removed is refused even though it holds a ticket from when it was trusted.
+func TestResumedSessionIsJudgedAgain(t *testing.T) {
+	for _, version := range []uint16{tls.VersionTLS12, tls.VersionTLS13} {
+		t.Run(tls.VersionName(version), func(t *testing.T) {
+			before, after := newAuthority(t), newAuthority(t)
+			serving := before.issue(t, "leasegate-webhook", nil, x509.ExtKeyUsageServerAuth)
+			path := filepath.Join(t.TempDir(), "ca.crt")
+			writeFile(t, path, before.pem)
+			v, err := New(Options{Enabled: true, CAPath: path}, logr.Discard())
+			if err != nil {
+				t.Fatal(err)
+			}
+			server := &tls.Config{Certificates: []tls.Certificate{serving}, MinVersion: tls.VersionTLS12}
+			v.Configure(server)
+			addr := serve(t, server)
+			client := dialer{&tls.Config{
+				InsecureSkipVerify: true, MinVersion: version, MaxVersion: version,
+				Certificates:       []tls.Certificate{before.issue(t, "apiserver", nil, x509.ExtKeyUsageClientAuth)},
+				ClientSessionCache: tls.NewLRUClientSessionCache(8),
+			}}
+			if _, err := client.dial(t, addr); err != nil {
+				t.Fatalf("the trusted client was refused: %v", err)
+			}
+			// The setup resumes: without that the test below would prove nothing.
+			if resumed, err := client.dial(t, addr); err != nil || !resumed {
+				t.Fatalf("the trusted client's second connection: resumed %v, error %v; want a resumed session", resumed, err)
+			}
+			writeFile(t, path, after.pem)
+			for i := range 3 {
+				if resumed, err := client.dial(t, addr); err == nil {
+					t.Fatalf("connection %d after its CA was removed was accepted (resumed %v)", i, resumed)
+				}
+			}
+		})
+	}
+}
