@@ -14,6 +14,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/leasegate/leasegate/internal/contract"
 )
 
 // forwarder passes a plain HTTP/1.1 request to the app on a pooled connection (connPool) and copies the
@@ -184,8 +186,9 @@ func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string
 	connectionTokens := r.Header["Connection"]
 	for key, values := range r.Header {
 		// The body's framing is written below; Expect was for the hop to the gate, whose server answered
-		// it when the body was read.
-		if isHopByHop(key, connectionTokens) || key == "Content-Length" || key == "Expect" {
+		// it when the body was read; the fencing token is written after the hop-by-hop headers are left
+		// out, so that a client's Connection header naming it cannot strip it.
+		if isHopByHop(key, connectionTokens) || key == "Content-Length" || key == "Expect" || key == contract.FencingTokenHeader {
 			continue
 		}
 		for _, value := range values {
@@ -194,6 +197,12 @@ func writeRequest(w *bufio.Writer, r *http.Request, body []byte, upstream string
 			w.WriteString(value)
 			w.WriteString("\r\n")
 		}
+	}
+	for _, token := range r.Header[contract.FencingTokenHeader] {
+		w.WriteString(contract.FencingTokenHeader)
+		w.WriteString(": ")
+		w.WriteString(token)
+		w.WriteString("\r\n")
 	}
 	if client, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
 		w.WriteString("X-Forwarded-For: ")

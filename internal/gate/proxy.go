@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -71,6 +72,13 @@ func New(upstream string, policy Policy, leader Leadership, registry prometheus.
 		pr.SetURL(target)
 		pr.Out.Host = pr.In.Host // the app sees the Host its clients asked for
 		pr.SetXForwarded()
+		// The fencing token is set again after ReverseProxy removed the hop-by-hop headers, which by then
+		// included any header the client's Connection header named: a client naming the token there
+		// must not strip it. In's header is the client's with the gate's token (ServeHTTP dropped the
+		// client's own), untouched by that removal.
+		if token := pr.In.Header[contract.FencingTokenHeader]; token != nil {
+			pr.Out.Header[contract.FencingTokenHeader] = token
+		}
 		// The gate's server answered the client's Expect when the body was read; the app's own 100
 		// would reach the client as a second one.
 		pr.Out.Header.Del("Expect")

@@ -2,6 +2,7 @@ package gate
 
 import (
 	"encoding/json"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -61,6 +62,66 @@ func TestGatePassesTheFencingToken(t *testing.T) {
 				t.Errorf("the app got %q, want %q", tokens, want)
 			}
 		})
+	}
+}
+
+// TestClientCannotStripTheFencingToken: a mutation whose Connection header names the token header (in
+// any case, among other names) reaches the app with the gate's token, by every path: the forwarder,
+// ReverseProxy for a streamed body, and ReverseProxy for a request that asks to upgrade. Hop-by-hop
+// removal runs before the stamp on each.
+func TestClientCannotStripTheFencingToken(t *testing.T) {
+	app, _ := echoApp(t, nil)
+	l := &leadership{}
+	l.leading.Store(true)
+	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := h2cServer(t, g)
+	paths := []struct {
+		name, method, body string
+		header             http.Header
+	}{
+		{"forwarded whole", http.MethodPost, `{"item":1}`, nil},
+		{"streamed", http.MethodPut, strings.Repeat("x", maxForwardedBody+1), nil},
+		{"of unknown length, streamed", http.MethodPatch, "", http.Header{"Transfer-Encoding": {"chunked"}}},
+		{"asking to upgrade", http.MethodPost, `{"item":1}`, http.Header{"Upgrade": {"websocket"}}},
+	}
+	connections := []string{
+		"Leasegate-Fencing-Token",
+		"leasegate-fencing-token",
+		"keep-alive, LEASEGATE-FENCING-TOKEN",
+		"Leasegate_Fencing_Token",
+	}
+	for _, path := range paths {
+		for _, connection := range connections {
+			t.Run(path.name+"/Connection: "+connection, func(t *testing.T) {
+				var body io.Reader = strings.NewReader(path.body)
+				if path.header["Transfer-Encoding"] != nil {
+					body = io.MultiReader(strings.NewReader(`{"item":`), strings.NewReader(`1}`))
+				}
+				req, _ := http.NewRequest(path.method, gate.URL+"/orders", body)
+				for key, values := range path.header {
+					if key != "Transfer-Encoding" {
+						req.Header[key] = values
+					}
+				}
+				req.Header["Connection"] = []string{connection}
+				if path.header["Upgrade"] != nil {
+					req.Header["Connection"] = []string{"Upgrade, " + connection}
+				}
+				req.Header[contract.FencingTokenHeader] = []string{"99"}
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := decodeReceived(t, resp)
+				if tokens := got.Header[contract.FencingTokenHeader]; len(tokens) != 1 || tokens[0] != "7" {
+					t.Errorf("the app got %s %q, want the gate's 7 (its headers: %v)", contract.FencingTokenHeader, tokens, got.Header)
+				}
+			})
+		}
 	}
 }
 
