@@ -543,8 +543,9 @@ func (p *Policy) DecideLeaderEndpoints(requester *Requester, leaderService bool)
 // service account may therefore evict it.
 type Eviction struct {
 	Requester *Requester
-	// PodName and PodUID are the pod to evict.
-	PodName, PodUID string
+	// PodNamespace, PodName and PodUID are the pod to evict, ServiceAccount the service account it runs
+	// as: the one leasegate's Role lets evict it.
+	PodNamespace, PodName, PodUID, ServiceAccount string
 	// Lease is the lease whose loss restarts it; nil when it does not exist.
 	Lease *coordinationv1.Lease
 	// MultiClusterLease, instead, is the lock of a pod that elects across clusters: it has lost once this
@@ -552,13 +553,19 @@ type Eviction struct {
 	MultiClusterLease *v1alpha1.MultiClusterLease
 }
 
-// DecideEviction admits a pod's eviction of itself once it has lost its lease, and no other eviction from
-// a pod: the replicas share the service account that may evict them, so without this any replica could
-// evict its neighbours, the leader among them. Requesters without a pod identity (people, kubectl drain,
-// controllers) are left to RBAC.
+// DecideEviction judges the evictions whose right came from leasegate: leasegate's Role lets the service
+// account of a pod that restarts on loss evict it, and the replicas share that account, so without this
+// any replica could evict its neighbours, the leader among them. Such a requester (a pod running as the
+// evicted pod's service account) may evict only itself, and only once it has lost its lease. Every other
+// requester got its right elsewhere and is left to RBAC and PodDisruptionBudgets: people, kubectl drain,
+// and the drain tools that evict from pods of their own (cluster-autoscaler, Karpenter, the descheduler,
+// kured), each with its own service account.
 func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
 	podName, podUID, ok := e.Requester.Pod()
 	if !ok {
+		return Verdict{Reason: NotGated}
+	}
+	if namespace, account, ok := e.Requester.serviceAccount(); !ok || namespace != e.PodNamespace || account != serviceAccountName(e.ServiceAccount) {
 		return Verdict{Reason: NotGated}
 	}
 	v := Verdict{}
@@ -588,4 +595,12 @@ func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
 	}
 	v.Reason = EvictsSelf
 	return v
+}
+
+// serviceAccountName is the service account a pod runs as: spec.serviceAccountName, "default" when unset.
+func serviceAccountName(name string) string {
+	if name == "" {
+		return "default"
+	}
+	return name
 }

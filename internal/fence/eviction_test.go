@@ -52,13 +52,30 @@ func TestDecideEviction(t *testing.T) {
 		{"a pod whose cluster lost the global lease evicts itself", pod("shop", "scheduler", "scheduler-a", "uid-a"), "scheduler-a", "uid-a", leaseArg{m: leadsElsewhere}, EvictsSelf, Allowed},
 		{"a replica may not evict the global leader", pod("shop", "scheduler", "scheduler-b", "uid-b"), "scheduler-a", "uid-a", leaseArg{m: leadsGlobally}, EvictsOther, Denied},
 		{"people and controllers are left to RBAC", &Requester{Username: "jane@example.com"}, "scheduler-a", "uid-a", leaseArg{l: held}, NotGated, Allowed},
+		// Drain tools evict from pods of their own, with service accounts leasegate never granted anything.
+		{"cluster-autoscaler draining a node evicts the leader", pod("kube-system", "cluster-autoscaler", "cluster-autoscaler-7d9f", "uid-ca"), "scheduler-a", "uid-a", leaseArg{l: held}, NotGated, Allowed},
+		{"Karpenter consolidating a node evicts the leader", pod("karpenter", "karpenter", "karpenter-5c8b", "uid-k"), "scheduler-a", "uid-a", leaseArg{l: held}, NotGated, Allowed},
+		{"the descheduler evicts a follower", pod("kube-system", "descheduler", "descheduler-29a", "uid-d"), "scheduler-c", "uid-c", leaseArg{l: held}, NotGated, Allowed},
+		{"kured rebooting a node evicts the leader", pod("kube-system", "kured", "kured-x2x", "uid-r"), "scheduler-a", "uid-a", leaseArg{l: held}, NotGated, Allowed},
+		{"kubectl drain from a CI pod in the same namespace evicts the leader", pod("shop", "ci-runner", "ci-runner-1", "uid-ci"), "scheduler-a", "uid-a", leaseArg{l: held}, NotGated, Allowed},
+		{"a pod of another namespace whose service account has the same name is another account", pod("tools", "scheduler", "scheduler-b", "uid-b"), "scheduler-a", "uid-a", leaseArg{l: held}, NotGated, Allowed},
+		{"another workload sharing the evicted pod's service account is judged as a replica", pod("shop", "scheduler", "reports-0", "uid-rep"), "scheduler-a", "uid-a", leaseArg{l: held}, EvictsOther, Denied},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := DecideEviction(&Eviction{Requester: tt.requester, PodName: tt.pod, PodUID: tt.uid, Lease: tt.lease.l, MultiClusterLease: tt.lease.m}, now, time.Second)
+			e := &Eviction{Requester: tt.requester, PodNamespace: "shop", PodName: tt.pod, PodUID: tt.uid, ServiceAccount: "scheduler", Lease: tt.lease.l, MultiClusterLease: tt.lease.m}
+			got := DecideEviction(e, now, time.Second)
 			if got.Reason != tt.want || got.Outcome != tt.outcome {
 				t.Errorf("DecideEviction() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
 			}
 		})
+	}
+}
+
+func TestDecideEvictionReadsAnUnsetServiceAccountAsDefault(t *testing.T) {
+	held := heldLease("shop", "scheduler", lease.Identity("scheduler-a", "uid-a"), 2*time.Second, true)
+	e := &Eviction{Requester: pod("shop", "default", "scheduler-b", "uid-b"), PodNamespace: "shop", PodName: "scheduler-a", PodUID: "uid-a", Lease: held}
+	if got := DecideEviction(e, now, time.Second); got.Reason != EvictsOther {
+		t.Errorf("a replica running as the default account evicting a pod without serviceAccountName: %s, want %s", got.Reason.Code(), EvictsOther.Code())
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync/atomic"
 
 	admissionv1 "k8s.io/api/admission/v1"
@@ -121,8 +122,8 @@ func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, names
 	return injected.LeaseSeconds[name]
 }
 
-// Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction from a
-// pod, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
+// Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction by its
+// replicas, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
 // cache of injected pods, what it restarts on from its spec (inject.Injected), and its lease from the
 // fence's cache: no API call.
 func (f *Webhooks) Evictions() admission.Handler {
@@ -147,7 +148,7 @@ func (f *Webhooks) Evictions() admission.Handler {
 			d.verdict.Reason = KeepsOnLoss
 			return admission.Allowed(KeepsOnLoss.String())
 		}
-		eviction := &Eviction{Requester: requester, PodName: pod.Name, PodUID: string(pod.UID)}
+		eviction := &Eviction{Requester: requester, PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ServiceAccount: pod.Spec.ServiceAccountName}
 		if injected.LeaseKind == contract.LeaseKindMultiClusterLease {
 			eviction.MultiClusterLease, _ = f.Leases.MultiClusterLease(req.Namespace, leaseName)
 		} else {
@@ -220,10 +221,31 @@ func (f *Webhooks) respond(ctx context.Context, req *admission.Request, v Verdic
 		resp.AuditAnnotations["lease"] = v.LeaseNamespace + "/" + v.LeaseName
 		resp.AuditAnnotations["holder"] = v.Holder
 	}
-	if v.Outcome != Allowed && (req.DryRun == nil || !*req.DryRun) {
+	if v.Outcome != Allowed && !dryRun(req) {
 		f.recordEvent(ctx, req, v)
 	}
 	return resp
+}
+
+// dryRun reports whether a request changes nothing. The API server marks most dry runs in the request,
+// but not an eviction's: its dry run is asked for in the Eviction's own deleteOptions, so the body says.
+// An eviction body that cannot be read counts as a real write.
+func dryRun(req *admission.Request) bool {
+	if req.DryRun != nil && *req.DryRun {
+		return true
+	}
+	if req.Resource.Group != "" || req.Resource.Resource != "pods" || req.SubResource != "eviction" || len(req.Object.Raw) == 0 {
+		return false
+	}
+	var eviction struct {
+		DeleteOptions *struct {
+			DryRun []string `json:"dryRun"`
+		} `json:"deleteOptions"`
+	}
+	if json.Unmarshal(req.Object.Raw, &eviction) != nil || eviction.DeleteOptions == nil {
+		return false
+	}
+	return slices.Contains(eviction.DeleteOptions.DryRun, metav1.DryRunAll)
 }
 
 // message is what a fenced requester reads: who it is, what it tried, which lease, who holds it, why.

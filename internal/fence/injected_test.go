@@ -9,6 +9,7 @@ import (
 	"time"
 
 	admissionv1 "k8s.io/api/admission/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -40,7 +41,7 @@ func injectedPod(name, uid, status string, env ...string) *corev1.Pod {
 			Labels:      map[string]string{contract.Injected: "true"},
 			Annotations: map[string]string{contract.Status: status},
 		},
-		Spec: corev1.PodSpec{InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{{Name: "orders"}}},
+		Spec: corev1.PodSpec{ServiceAccountName: "orders", InitContainers: []corev1.Container{agent}, Containers: []corev1.Container{{Name: "orders"}}},
 	}
 }
 
@@ -143,5 +144,52 @@ func TestEvictionsJudgeByWhatTheSpecGives(t *testing.T) {
 	}})
 	if resp.Allowed || !strings.Contains(resp.Result.Message, EvictsOther.String()) {
 		t.Errorf("a follower's eviction of the leader: allowed %v, %q; want denied: %s", resp.Allowed, resp.Result.Message, EvictsOther)
+	}
+}
+
+// A drain tool's eviction passes; a replica's is refused, and when its body asks for a dry run it gets the
+// same answer but leaves no Event behind (the API server does not mark an eviction's dry run in the
+// request).
+func TestEvictionsOfDrainToolsPassAndDryRunsLeaveNoEvent(t *testing.T) {
+	leader := injectedPod("orders-a", "uid-a", `{"lease":"orders"}`,
+		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
+	replica := injectedPod("orders-b", "uid-b", `{"lease":"orders"}`,
+		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
+	drainer := podUser("cluster-autoscaler-7d9f", "uid-ca")
+	drainer.Username = "system:serviceaccount:kube-system:cluster-autoscaler"
+	tests := []struct {
+		name        string
+		user        authenticationv1.UserInfo
+		dryRun      []string
+		wantAllowed bool
+		wantEvents  int
+	}{
+		{"cluster-autoscaler's eviction of the leader passes", drainer, nil, true, 0},
+		{"a replica's eviction of the leader is refused and recorded", podUser("orders-b", "uid-b"), nil, false, 1},
+		{"a replica's dry-run eviction is refused and leaves no Event", podUser("orders-b", "uid-b"), []string{metav1.DryRunAll}, false, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			recorder := events.NewFakeRecorder(4)
+			fence := &Webhooks{
+				Leases: leases,
+				Cluster: fake.NewClientBuilder().WithObjects(leader.DeepCopy(), replica.DeepCopy(),
+					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}).Build(),
+				Recorder: recorder, Events: NewEventBudget(clock.RealClock{}), OwnNamespace: "leasegate-system",
+			}
+			fence.policy.Store(testPolicy(t, ""))
+			eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-a"}, DeleteOptions: &metav1.DeleteOptions{DryRun: tt.dryRun}}
+			resp := fence.Evictions().Handle(context.Background(), admission.Request{AdmissionRequest: admissionv1.AdmissionRequest{
+				UID: "1", Operation: admissionv1.Create, Namespace: "shop", Name: "orders-a", SubResource: "eviction",
+				Resource: metav1.GroupVersionResource{Version: "v1", Resource: "pods"},
+				UserInfo: tt.user, Object: rawObject(t, eviction),
+			}})
+			if resp.Allowed != tt.wantAllowed {
+				t.Errorf("allowed = %v (%q), want %v", resp.Allowed, resp.Result.Message, tt.wantAllowed)
+			}
+			if got := len(recorder.Events); got != tt.wantEvents {
+				t.Errorf("%d Events recorded, want %d", got, tt.wantEvents)
+			}
+		})
 	}
 }
