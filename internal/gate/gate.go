@@ -196,14 +196,24 @@ func (r Request) IsGRPC() bool {
 }
 
 // overrideHeaders are the headers with which app stacks let a request ask to be handled as another
-// method (Express's method-override, ASP.NET Core, Spring, Symfony, Laravel, Google's APIs, OData).
-var overrideHeaders = []string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+// method (Express's method-override, ASP.NET Core, Spring, Symfony, Laravel, Rack, Google's APIs, OData).
+var overrideHeaders = [...]string{"X-Http-Method-Override", "X-Http-Method", "X-Method-Override"}
+
+// overrideHeaderLengths marks the lengths of overrideHeaders, so most of a request's headers cost one
+// look.
+var overrideHeaderLengths = func() (lengths [32]bool) {
+	for _, name := range overrideHeaders {
+		lengths[len(name)] = true
+	}
+	return lengths
+}()
 
 // Mutates reports whether the request changes state, so that only the leader may serve it. A gRPC call
-// is judged by its method against the gRPC list. Any other request mutates when its method is gated,
-// in any case, or when it asks to be handled as a gated method: by an override header, or by a
-// _method query parameter (Rails, Laravel, Symfony, Express). A request that asks to be handled as a
-// read is still judged by its own method.
+// is judged by its method against the gRPC list. Any other request mutates when its method mutates
+// (mutatingMethod), or when it asks to be handled as a method that does: by an override header or by a
+// _method query parameter, each read as every app stack that honours it may read it (see
+// headerOverride and queryOverride). A request that asks to be handled as a read is still judged by its
+// own method.
 func (p Policy) Mutates(r Request) bool {
 	if r.IsGRPC() {
 		if p.grpcAll || p.grpcMethods[r.Path] {
@@ -211,17 +221,26 @@ func (p Policy) Mutates(r Request) bool {
 		}
 		return slices.ContainsFunc(p.grpcServices, func(prefix string) bool { return strings.HasPrefix(r.Path, prefix) })
 	}
-	if p.gated(r.Method) {
+	if p.mutatingMethod(r.Method) {
 		return true
 	}
-	for _, key := range overrideHeaders {
-		for _, value := range r.Header[key] {
-			if p.gated(strings.TrimSpace(value)) {
-				return true
-			}
-		}
+	return p.headerOverride(r.Header) || (r.RawQuery != "" && p.queryOverride(r.RawQuery))
+}
+
+// mutatingMethod reports whether method, in any case, is gated, or is no registered HTTP method at all:
+// what an unregistered method does only the app knows, and no gated-methods list can name it, so a
+// follower refuses it rather than pass it.
+func (p Policy) mutatingMethod(method string) bool {
+	return p.gated(method) || !registered(method)
+}
+
+// registered reports whether method, in any case, is in the IANA HTTP Method Registry.
+func registered(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions:
+		return true
 	}
-	return r.RawQuery != "" && p.queryOverride(r.RawQuery)
+	return slices.ContainsFunc(registeredMethods, func(m string) bool { return strings.EqualFold(m, method) })
 }
 
 // gated reports whether method is one of the gated methods, in any case.
@@ -229,7 +248,49 @@ func (p Policy) gated(method string) bool {
 	return slices.ContainsFunc(p.methods, func(m string) bool { return strings.EqualFold(m, method) })
 }
 
-// queryOverride reports whether the query has a _method parameter naming a gated method.
+// headerOverride reports whether an override header asks for a method that mutates. A header is one of
+// overrideHeaders in any case and with '_' for '-' (Rack, WSGI and PHP read X_HTTP_METHOD_OVERRIDE as
+// the same HTTP_X_HTTP_METHOD_OVERRIDE); every line of every such header counts, and every element of a
+// comma-separated value (Express takes the first, others the whole value or the last line): a request
+// mutates when any of them would.
+func (p Policy) headerOverride(header http.Header) bool {
+	for key, values := range header {
+		if len(key) >= len(overrideHeaderLengths) || !overrideHeaderLengths[len(key)] || !isOverrideHeader(key) {
+			continue
+		}
+		for _, value := range values {
+			if p.overrideMutates(value) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isOverrideHeader(key string) bool {
+	for _, name := range overrideHeaders {
+		if len(key) == len(name) && sameHeaderName(key, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// overrideMutates reports whether an override's value names, in any of its comma-separated elements, a
+// method that mutates (mutatingMethod: an unregistered one too). Empty elements name nothing.
+func (p Policy) overrideMutates(value string) bool {
+	for element := range strings.SplitSeq(value, ",") {
+		if element = strings.Trim(element, " \t"); element != "" && p.mutatingMethod(element) {
+			return true
+		}
+	}
+	return false
+}
+
+// queryOverride reports whether the query has a _method parameter naming a method that mutates. The
+// parameter's name is read as PHP reads it (Laravel, Symfony): in any case, with ' ', '.', '[' or '-'
+// for '_', leading spaces dropped, and an array's _method[...] too; its value as overrideMutates reads
+// a header's.
 func (p Policy) queryOverride(query string) bool {
 	for param := range strings.SplitSeq(query, "&") {
 		if strings.ContainsAny(param, "%+") {
@@ -239,14 +300,29 @@ func (p Policy) queryOverride(query string) bool {
 			}
 		}
 		key, value, _ := strings.Cut(param, "=")
-		if !strings.EqualFold(key, "_method") {
-			continue
-		}
-		if p.gated(strings.TrimSpace(value)) {
+		if isMethodParam(key) && p.overrideMutates(value) {
 			return true
 		}
 	}
 	return false
+}
+
+// isMethodParam reports whether a query parameter's name reads as _method to some app stack.
+func isMethodParam(key string) bool {
+	const name = "_method"
+	key = strings.TrimLeft(key, " ")
+	if len(key) < len(name) {
+		return false
+	}
+	if rest := key[len(name):]; rest != "" && rest[0] != '[' {
+		return false
+	}
+	switch key[0] {
+	case '_', ' ', '.', '[', '-':
+	default:
+		return false
+	}
+	return strings.EqualFold(key[1:len(name)], name[1:])
 }
 
 // RetryAfter is the Retry-After a follower answers with: the seconds until the lease could change hands

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -143,6 +144,9 @@ func (g *Gate) Lost() {
 func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	dropClientGateHeaders(r.Header)
+	if _, ok := r.Header["Upgrade"]; ok {
+		dropHTTPUpgrades(r.Header)
+	}
 	req := RequestOf(r)
 	mutates := g.policy.Mutates(req)
 	if mutates && g.refused(w, req, start) {
@@ -155,6 +159,53 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		g.forwardWhole(w, r, req, mutates, start)
 	default:
 		g.stream(g.reverseProxy, w, r, mutates, start)
+	}
+}
+
+// dropHTTPUpgrades removes from a request's Upgrade header the protocols that carry HTTP requests of
+// their own (h2c, h2, HTTP/<version>), and the Upgrade header itself when none is left, with its mentions
+// in Connection and h2c's HTTP2-Settings. Passed to the app, such an upgrade would turn the connection
+// into a tunnel whose requests the gate never sees: mutations on a follower, and on a leader after it
+// stopped leading. A server that does not take an upgrade answers the request as it came (RFC 9110,
+// 7.8), so the client gets an HTTP/1.1 answer, judged as any request; the gate serves HTTP/2 itself to
+// clients that speak it from the start (prior knowledge), as gRPC clients do.
+func dropHTTPUpgrades(header http.Header) {
+	var kept []string
+	dropped := false
+	for _, value := range header["Upgrade"] {
+		for protocol := range strings.SplitSeq(value, ",") {
+			if protocol = strings.TrimSpace(protocol); protocol == "" {
+				continue
+			}
+			name, _, _ := strings.Cut(protocol, "/")
+			if strings.EqualFold(name, "h2c") || strings.EqualFold(name, "h2") || strings.EqualFold(name, "http") {
+				dropped = true
+				continue
+			}
+			kept = append(kept, protocol)
+		}
+	}
+	if !dropped {
+		return
+	}
+	delete(header, "Http2-Settings")
+	if len(kept) > 0 {
+		header["Upgrade"] = []string{strings.Join(kept, ", ")}
+		return
+	}
+	delete(header, "Upgrade")
+	var connection []string
+	for _, value := range header["Connection"] {
+		for token := range strings.SplitSeq(value, ",") {
+			if token = strings.TrimSpace(token); token != "" && !strings.EqualFold(token, "upgrade") && !strings.EqualFold(token, "http2-settings") {
+				connection = append(connection, token)
+			}
+		}
+	}
+	if len(connection) == 0 {
+		delete(header, "Connection")
+	} else {
+		header["Connection"] = []string{strings.Join(connection, ", ")}
 	}
 }
 
