@@ -21,7 +21,6 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/internal/fence"
 )
 
 // Severities of a Finding: an error makes `check` exit non-zero.
@@ -88,7 +87,7 @@ var expectedEntries = []struct {
 }{
 	{true, "pods.leasegate.io", admissionregistrationv1.Fail},
 	{true, "labelled-pods.leasegate.io", admissionregistrationv1.Fail},
-	{false, fence.GuardedWebhook, admissionregistrationv1.Fail},
+	{false, contract.GuardedWebhook, admissionregistrationv1.Fail},
 	{false, "leases.leasegate.io", admissionregistrationv1.Ignore},
 	{false, "evictions.leasegate.io", admissionregistrationv1.Fail},
 	{false, "endpointslices.leasegate.io", admissionregistrationv1.Ignore},
@@ -341,7 +340,7 @@ func (r *CheckReport) checkConfig(ctx context.Context, cs kubernetes.Interface, 
 
 // checkGuardedRules compares guarded.leasegate.io's rules with what the guards need.
 func (r *CheckReport) checkGuardedRules(cfg *config.Config, hooks []webhookEntry, name string) {
-	i := slices.IndexFunc(hooks, func(h webhookEntry) bool { return !h.mutating && h.name == fence.GuardedWebhook })
+	i := slices.IndexFunc(hooks, func(h webhookEntry) bool { return !h.mutating && h.name == contract.GuardedWebhook })
 	if i < 0 {
 		return
 	}

@@ -21,7 +21,6 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/internal/fence"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/lease/leaseapi"
@@ -330,9 +329,9 @@ func verdict(s *LeaseStatus) string {
 
 // denialNotes are the notes of the LeaderGateDenied Events in scope seen since since.
 func denialNotes(ctx context.Context, cs kubernetes.Interface, namespace string, since time.Time) ([]string, error) {
-	events, err := cs.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + fence.EventReasonDenied})
+	events, err := cs.EventsV1().Events(namespace).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + contract.EventReasonDenied})
 	if err != nil {
-		return nil, fmt.Errorf("listing %s Events: %w", fence.EventReasonDenied, err)
+		return nil, fmt.Errorf("listing %s Events: %w", contract.EventReasonDenied, err)
 	}
 	var notes []string
 	for _, e := range events.Items {

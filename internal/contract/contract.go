@@ -138,3 +138,10 @@ const (
 	MultiClusterLeaseVersion  = "v1alpha1"
 	MultiClusterLeaseResource = "multiclusterleases"
 )
+
+// What the fence shows users and the plugin reads: the reason of the Event recorded for every write a
+// guard fences, and the ValidatingWebhookConfiguration entry whose rules follow the guards.
+const (
+	EventReasonDenied = "LeaderGateDenied"
+	GuardedWebhook    = "guarded.leasegate.io"
+)

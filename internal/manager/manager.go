@@ -36,14 +36,16 @@ import (
 	"github.com/leasegate/leasegate/internal/clientauth"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/internal/fence"
 	"github.com/leasegate/leasegate/internal/globalelection"
 	"github.com/leasegate/leasegate/internal/inject"
 	"github.com/leasegate/leasegate/internal/leaderless"
 	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leasecache"
 	"github.com/leasegate/leasegate/internal/provision"
+	"github.com/leasegate/leasegate/internal/validate"
 	"github.com/leasegate/leasegate/internal/version"
+	"github.com/leasegate/leasegate/internal/webhookrules"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -257,7 +259,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	if err != nil {
 		return fmt.Errorf("building the client of the guarded-lease cache: %w", err)
 	}
-	leases := fence.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
+	leases := leasecache.NewLeaseCache(clientset, ctrl.Log.WithName("guarded-leases"))
 	leases.MultiClusterLeases = mgr.GetCache()
 	if err := mgr.Add(leases); err != nil {
 		return fmt.Errorf("setting up the guarded-lease cache: %w", err)
@@ -266,9 +268,9 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 		Config: store, Namespaces: mgr.GetClient(), Caps: caps, OwnNamespace: opts.Namespace, Locks: leases,
 		Version: version.Version,
 	})
-	fenceWebhooks := &fence.Webhooks{
+	fenceWebhooks := &validate.Webhooks{
 		Leases: leases, Cluster: mgr.GetClient(), Recorder: mgr.GetEventRecorder("leasegate-fence"),
-		Events:       fence.NewEventBudget(clock.RealClock{}),
+		Events:       validate.NewEventBudget(clock.RealClock{}),
 		OwnNamespace: opts.Namespace,
 	}
 	fenceWebhooks.Follow(store)
@@ -277,7 +279,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	serve(ValidateConfigPath, &config.EditValidator{Namespace: opts.Namespace, Name: opts.ConfigName, APIs: apis})
 	serve(ValidateEndpointSlicesPath, fenceWebhooks.LeaderEndpoints())
 	serve(ValidateEvictionsPath, fenceWebhooks.Evictions())
-	if err := (&fence.RulesSyncer{
+	if err := (&webhookrules.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace, APIs: apis,
 		Version: version.Version,
 	}).SetupWithManager(mgr); err != nil {

@@ -654,11 +654,11 @@ func TestReferenceNamesEveryWebhookEntry(t *testing.T) {
 	compare(t, "webhook configuration entry", "config/webhook/webhooks.yaml, the chart's templates/webhooks.yaml", inCode, documented(t, reference(t), sectionWebhookEntries, 0), strconv.Quote(sectionWebhookEntries))
 }
 
-// TestReferenceNamesEveryDecisionReason: the reason codes of internal/fence (its reasonCodes table)
+// TestReferenceNamesEveryDecisionReason: the reason codes of internal/validate (its reasonCodes table)
 // are the rows of Decision reasons.
 func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 	var inCode []string
-	for _, f := range goFiles(t, filepath.Join(checkout.RepoRoot(), "internal", "fence")) {
+	for _, f := range goFiles(t, filepath.Join(checkout.RepoRoot(), "internal", "validate")) {
 		ast.Inspect(f, func(n ast.Node) bool {
 			vs, ok := n.(*ast.ValueSpec)
 			if !ok || len(vs.Names) != 1 || vs.Names[0].Name != "reasonCodes" || len(vs.Values) != 1 {
@@ -666,7 +666,7 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 			}
 			lit, ok := vs.Values[0].(*ast.CompositeLit)
 			if !ok {
-				t.Fatalf("internal/fence's reasonCodes is no composite literal: update this test")
+				t.Fatalf("internal/validate's reasonCodes is no composite literal: update this test")
 			}
 			for _, elt := range lit.Elts {
 				if kv, ok := elt.(*ast.KeyValueExpr); ok {
@@ -680,9 +680,9 @@ func TestReferenceNamesEveryDecisionReason(t *testing.T) {
 		})
 	}
 	if len(inCode) == 0 {
-		t.Fatal("found no reasonCodes in internal/fence: update this test")
+		t.Fatal("found no reasonCodes in internal/validate: update this test")
 	}
-	compare(t, "decision reason", "reasonCodes in internal/fence/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
+	compare(t, "decision reason", "reasonCodes in internal/validate/decide.go", inCode, documented(t, reference(t), sectionReasons, 0), strconv.Quote(sectionReasons))
 }
 
 // TestReferenceNamesEveryEventReason: the reasons of the Events leasegate-webhook records (every
@@ -693,6 +693,7 @@ func TestReferenceNamesEveryEventReason(t *testing.T) {
 		t.Fatal(err)
 	}
 	var inCode []string
+	contractConstants := stringConstants(t, filepath.Join(checkout.RepoRoot(), "internal", "contract"))
 	for _, dir := range dirs {
 		constants := stringConstants(t, dir)
 		for _, f := range goFiles(t, dir) {
@@ -714,8 +715,15 @@ func TestReferenceNamesEveryEventReason(t *testing.T) {
 						t.Errorf("%s: the reason %s of an Eventf call is no string constant of its package: name it with one, or teach this test", dir, reason.Name)
 					}
 					inCode = append(inCode, v)
+				case *ast.SelectorExpr:
+					pkg, ok := reason.X.(*ast.Ident)
+					v, found := contractConstants[reason.Sel.Name]
+					if !ok || pkg.Name != "contract" || !found {
+						t.Errorf("%s: the reason of an Eventf call is a selector other than a string constant of internal/contract: teach this test", dir)
+					}
+					inCode = append(inCode, v)
 				default:
-					t.Errorf("%s: an Eventf call whose reason is neither a string nor a constant of its package: teach this test", dir)
+					t.Errorf("%s: an Eventf call whose reason is neither a string nor a constant of its package or internal/contract: teach this test", dir)
 				}
 				return true
 			})

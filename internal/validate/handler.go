@@ -1,4 +1,4 @@
-package fence
+package validate
 
 import (
 	"context"
@@ -27,9 +27,6 @@ import (
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
-
-// EventReasonDenied is the reason of the Event recorded for every write a guard fences.
-const EventReasonDenied = "LeaderGateDenied"
 
 // maxWarning is the longest warning the API server passes on unchanged.
 const maxWarning = 120
@@ -355,7 +352,7 @@ func (f *Webhooks) recordEvent(ctx context.Context, req *admission.Request, v Ve
 		return
 	}
 	action := map[Outcome]string{Denied: "Deny", Warned: "Warn", DryRun: "DryRun"}[v.Outcome]
-	f.Recorder.Eventf(regarding, related, corev1.EventTypeWarning, EventReasonDenied, action, "%s", message(req, v))
+	f.Recorder.Eventf(regarding, related, corev1.EventTypeWarning, contract.EventReasonDenied, action, "%s", message(req, v))
 }
 
 // eventSource is the budget an Event is charged to: the requesting pod's own when the cache of injected

@@ -1,6 +1,8 @@
-package fence
+package validate
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,28 +19,9 @@ import (
 
 var now = time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC)
 
-const testConfig = `
-guards:
-- name: orders
-  lease: orders
-  serviceAccounts: [orders]
-  resources:
-  - {group: apps, resources: [deployments]}
-  - {group: "", resources: [configmaps], operations: [UPDATE]}
-- name: billing-dryrun
-  lease: ops/billing
-  resources: [{group: "", resources: [secrets]}]
-  namespaces: [shop]
-  enforcement: dryrun
-- name: reports-warn
-  lease: reports
-  resources: [{group: batch, resources: [jobs]}]
-  enforcement: warn
-- name: controller
-  lease: ops/cr-controller
-  resources: [{group: "", resources: [services]}]
-exempt: {users: [ci-bot], groups: [system:masters]}
-`
+// testConfig are the guards the decision tests judge by; internal/webhookrules' tests hold the rules to the
+// same file.
+var testConfig = readTestdata("guards.yaml")
 
 func testPolicy(t testing.TB, extra string) *Policy {
 	cfg, err := config.Load([]byte(testConfig + extra))
@@ -151,18 +134,15 @@ func TestDecide(t *testing.T) {
 
 // subresourceConfig guards deployments with every subresource, and statefulsets but their status, which
 // another controller writes; the reports service account's writes of statefulsets, status too.
-const subresourceConfig = `
-guards:
-- name: orders
-  lease: orders
-  resources:
-  - {group: apps, resources: [deployments]}
-  - {group: apps, resources: [statefulsets], excludeSubresources: [status]}
-- name: reports
-  lease: reports
-  serviceAccounts: [reports]
-  resources: [{group: apps, resources: [statefulsets]}]
-`
+var subresourceConfig = readTestdata("subresources.yaml")
+
+func readTestdata(name string) string {
+	data, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
+}
 
 func TestDecideCoversSubresources(t *testing.T) {
 	cfg, err := config.Load([]byte(subresourceConfig))

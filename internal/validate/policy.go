@@ -1,8 +1,9 @@
-// Package fence is leasegate's validating webhooks: a pure decision of whether a write may pass
-// (Policy.Decide for guarded resources, DecideLeaseWrite for the Leases themselves), the admission
-// handlers around it, the cache of guarded Leases, and the upkeep of the ValidatingWebhookConfiguration's
-// rules.
-package fence
+// Package validate is leasegate's validating webhooks, the fence: a pure decision of whether a write may
+// pass (Policy.Decide for guarded resources, DecideLeaseWrite for the Leases themselves, DecideEviction,
+// DecideLeaderEndpoints), and the admission handlers around it with their Events and metrics. The cache of
+// guarded Leases it judges by is internal/leasecache; the webhook rules that send it the guarded writes
+// are internal/webhookrules.
+package validate
 
 import (
 	"strings"
@@ -20,22 +21,25 @@ type opMask uint8
 
 var opBits = map[string]opMask{"CREATE": 1, "UPDATE": 2, "DELETE": 4, "CONNECT": 8}
 
-// impliedWrites are the subresource writes whose request operation (sent) is not what they do to the
-// resource (amounts): an eviction is a CREATE of pods/eviction that deletes the pod, a binding a CREATE of
+// ImpliedWrite is a subresource write whose request operation (Sent) is not what it does to the resource
+// (Amounts).
+type ImpliedWrite struct{ Group, Resource, Subresource, Sent, Amounts string }
+
+// ImpliedWrites are the subresource writes whose request operation is not what they do to the resource: an eviction is a CREATE of pods/eviction that deletes the pod, a binding a CREATE of
 // pods/binding that sets its node. A guard that fences the operation they amount to fences them too, in
 // the rules (a rule for the subresource with the operation sent) and in the decision, whatever
 // operations it lists: otherwise a guard on pods with operations [UPDATE, DELETE] would let a follower
 // delete a pod by evicting it.
-var impliedWrites = [...]struct{ group, resource, subresource, sent, amounts string }{
+var ImpliedWrites = [...]ImpliedWrite{
 	{"", "pods", "eviction", "CREATE", "DELETE"},
 	{"", "pods", "binding", "CREATE", "UPDATE"},
 }
 
 // impliedOps is the operation a write amounts to on its resource, beyond its own; 0 for most.
 func impliedOps(req *Request) opMask {
-	for _, w := range impliedWrites {
-		if w.subresource == req.Subresource && w.resource == req.Resource && w.group == req.Group && w.sent == req.Operation {
-			return opBits[w.amounts]
+	for _, w := range ImpliedWrites {
+		if w.Subresource == req.Subresource && w.Resource == req.Resource && w.Group == req.Group && w.Sent == req.Operation {
+			return opBits[w.Amounts]
 		}
 	}
 	return 0

@@ -1,17 +1,24 @@
-package fence
+package webhookrules
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
+	authenticationv1 "k8s.io/api/authentication/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 
 	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/validate"
+	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // served is discovery as a cluster's API server answers it, in part: the resources the tests guard, with
@@ -134,7 +141,7 @@ func resourcesOf(rules []*admissionregistrationv1ac.RuleWithOperationsApplyConfi
 // It follows k8s.io/apiserver/pkg/admission/plugin/webhook/predicates/rules (Matcher.Matches) line by line:
 // exact strings or "*", "resource/subresource" with "*" on either side, and the scope, where a Namespace
 // counts as cluster-scoped and its namespace is its own name.
-func sends(rules []*admissionregistrationv1ac.RuleWithOperationsApplyConfiguration, req *Request) bool {
+func sends(rules []*admissionregistrationv1ac.RuleWithOperationsApplyConfiguration, req *validate.Request) bool {
 	exactOrWildcard := func(items []string, requested string) bool {
 		return slices.Contains(items, "*") || slices.Contains(items, requested)
 	}
@@ -181,8 +188,11 @@ func checkRulesMatchDecide(t *testing.T, cfg *config.Config, api *apiresources.I
 	for i := range cfg.Guards {
 		cfg.Guards[i].ServiceAccounts, cfg.Guards[i].Namespaces = nil, nil
 	}
-	rules, policy := Rules(cfg, api), Compile(cfg, "leasegate-system")
-	requester := pod("shop", "worker", "worker-0", "uid-0")
+	rules, policy := Rules(cfg, api), validate.Compile(cfg, "leasegate-system")
+	requester := &validate.Requester{
+		Username: "system:serviceaccount:shop:worker", Groups: []string{"system:serviceaccounts", "system:authenticated"},
+		Extra: map[string]authenticationv1.ExtraValue{"authentication.kubernetes.io/pod-name": {"worker-0"}, "authentication.kubernetes.io/pod-uid": {"uid-0"}},
+	}
 	groups := map[string][]string{"": {"configmaps", "namespaces", "nodes", "pods", "services"}, "apps": {"deployments", "statefulsets", "daemonsets"},
 		"batch": {"jobs"}, "example.com": {"widgets"}, "*": {"deployments"}}
 	for _, g := range cfg.Guards {
@@ -203,11 +213,11 @@ func checkRulesMatchDecide(t *testing.T, cfg *config.Config, api *apiresources.I
 			for _, sub := range subresources {
 				for _, op := range []string{"CREATE", "UPDATE", "DELETE", "CONNECT"} {
 					for _, namespace := range []string{"shop", ""} {
-						req := &Request{Requester: requester, Operation: op, Group: group, Resource: resource, Subresource: sub, Namespace: namespace}
+						req := &validate.Request{Requester: requester, Operation: op, Group: group, Resource: resource, Subresource: sub, Namespace: namespace}
 						if group == "" && resource == "namespaces" && namespace != "" {
 							req.Namespace = "shop" // a Namespace's namespace is its own name
 						}
-						sent, judged := sends(rules, req), policy.Decide(req, leaseMap{}, now).Guard != ""
+						sent, judged := sends(rules, req), policy.Decide(req, noLeases{}, time.Now()).Guard != ""
 						servedWrite := isKnown && (sub == "" || slices.Contains(known.Subresources, sub))
 						if servedWrite && sent != judged || !isKnown && judged && !sent {
 							t.Errorf("%s %s/%s/%s in namespace %q: the rules send it: %v, Decide judges it: %v\nrules: %s",
@@ -341,4 +351,24 @@ guards:
 	if got != want {
 		t.Errorf("not-control-plane = %s\nwant %s", got, want)
 	}
+}
+
+// noLeases is a cluster without Leases: whether a write is judged does not depend on who holds one.
+type noLeases struct{}
+
+func (noLeases) Get(string, string) (*coordinationv1.Lease, bool) { return nil, false }
+func (noLeases) MultiClusterLease(string, string) (*v1alpha1.MultiClusterLease, bool) {
+	return nil, false
+}
+
+// testConfig and subresourceConfig are the guards internal/validate's decision tests judge by: the rules
+// must send exactly the writes that decision judges.
+var testConfig, subresourceConfig = readTestdata("guards.yaml"), readTestdata("subresources.yaml")
+
+func readTestdata(name string) string {
+	data, err := os.ReadFile(filepath.Join("..", "validate", "testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(data)
 }

@@ -1,4 +1,4 @@
-package fence
+package validate
 
 import (
 	"context"

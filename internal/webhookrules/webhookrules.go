@@ -1,4 +1,7 @@
-package fence
+// Package webhookrules keeps the rules and matchConditions of the fence's ValidatingWebhookConfiguration
+// entry (guarded.leasegate.io) in step with the guards, so the API server sends internal/validate exactly
+// the guarded writes of gated requesters and no other write ever waits for leasegate.
+package webhookrules
 
 import (
 	"cmp"
@@ -23,10 +26,11 @@ import (
 	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/validate"
 )
 
-// GuardedWebhook is the entry of the ValidatingWebhookConfiguration whose rules follow the guards.
-const GuardedWebhook = "guarded.leasegate.io"
+// serviceAccountPrefix begins the username of every service account.
+const serviceAccountPrefix = "system:serviceaccount:"
 
 // rulesFieldOwner is the server-side apply field manager of those rules. The installer owns the rest of
 // the entry, and cert-manager's CA injector owns caBundle: neither is ever touched here.
@@ -77,13 +81,13 @@ func (s *RulesSyncer) SetupWithManager(mgr ctrl.Manager) error {
 func (s *RulesSyncer) Reconcile(ctx context.Context, _ reconcile.Request) (reconcile.Result, error) {
 	api, discoveryErr := s.APIs.Refresh(ctx)
 	cfg := s.Store.Current()
-	webhook := admissionregistrationv1ac.ValidatingWebhook().WithName(GuardedWebhook).
+	webhook := admissionregistrationv1ac.ValidatingWebhook().WithName(contract.GuardedWebhook).
 		WithRules(Rules(cfg, api)...).
 		WithMatchConditions(MatchConditions(cfg, s.OwnNamespace)...)
 	apply := admissionregistrationv1ac.ValidatingWebhookConfiguration(s.Name).WithWebhooks(webhook).
 		WithAnnotations(map[string]string{contract.WebhookVersion: s.Version})
 	if err := s.Client.Apply(ctx, apply, client.FieldOwner(rulesFieldOwner), client.ForceOwnership); err != nil {
-		return reconcile.Result{}, fmt.Errorf("applying the rules of %s in ValidatingWebhookConfiguration %s: %w", GuardedWebhook, s.Name, err)
+		return reconcile.Result{}, fmt.Errorf("applying the rules of %s in ValidatingWebhookConfiguration %s: %w", contract.GuardedWebhook, s.Name, err)
 	}
 	return reconcile.Result{}, discoveryErr
 }
@@ -107,16 +111,16 @@ func Rules(cfg *config.Config, api *apiresources.Index) []*admissionregistration
 			for _, name := range r.Resources {
 				resources[k][name] = true
 				served, known := api.Lookup(r.Group, name)
-				for _, w := range impliedWrites {
-					if w.group == r.Group && w.resource == name && slices.Contains(r.Operations, w.amounts) &&
-						!slices.Contains(r.Operations, w.sent) && !slices.Contains(r.ExcludeSubresources, w.subresource) &&
-						(!known || slices.Contains(served.Subresources, w.subresource)) {
-						// Sent with its own operation; judged as what it does (impliedWrites).
-						implied := key{r.Group, w.sent}
+				for _, w := range validate.ImpliedWrites {
+					if w.Group == r.Group && w.Resource == name && slices.Contains(r.Operations, w.Amounts) &&
+						!slices.Contains(r.Operations, w.Sent) && !slices.Contains(r.ExcludeSubresources, w.Subresource) &&
+						(!known || slices.Contains(served.Subresources, w.Subresource)) {
+						// Sent with its own operation; judged as what it does (validate.ImpliedWrites).
+						implied := key{r.Group, w.Sent}
 						if resources[implied] == nil {
 							resources[implied] = map[string]bool{}
 						}
-						resources[implied][name+"/"+w.subresource] = true
+						resources[implied][name+"/"+w.Subresource] = true
 					}
 				}
 				if len(r.ExcludeSubresources) == 0 || !known {
@@ -167,15 +171,15 @@ func Rules(cfg *config.Config, api *apiresources.Index) []*admissionregistration
 // accounts; the controllers kube-controller-manager runs as kube-system's service accounts pass unless a
 // guard names one ("kube-system/<name>"), as in the decision (guard.gates).
 func MatchConditions(cfg *config.Config, ownNamespace string) []*admissionregistrationv1ac.MatchConditionApplyConfiguration {
-	controlPlane := `!request.userInfo.username.startsWith(` + strconv.Quote(saPrefix+metav1.NamespaceSystem+":") + `)`
+	controlPlane := `!request.userInfo.username.startsWith(` + strconv.Quote(serviceAccountPrefix+metav1.NamespaceSystem+":") + `)`
 	if named := namedSystemAccounts(cfg); len(named) > 0 {
 		controlPlane += ` || request.userInfo.username in ` + celList(named)
 	}
 	conditions := []*admissionregistrationv1ac.MatchConditionApplyConfiguration{
 		admissionregistrationv1ac.MatchCondition().WithName("service-accounts").
-			WithExpression(`request.userInfo.username.startsWith("` + saPrefix + `")`),
+			WithExpression(`request.userInfo.username.startsWith("` + serviceAccountPrefix + `")`),
 		admissionregistrationv1ac.MatchCondition().WithName("not-leasegate").
-			WithExpression(`!request.userInfo.username.startsWith(` + strconv.Quote(saPrefix+ownNamespace+":") + `)`),
+			WithExpression(`!request.userInfo.username.startsWith(` + strconv.Quote(serviceAccountPrefix+ownNamespace+":") + `)`),
 		admissionregistrationv1ac.MatchCondition().WithName("not-control-plane").WithExpression(controlPlane),
 	}
 	if len(cfg.Exempt.Users) > 0 {
@@ -194,8 +198,8 @@ func namedSystemAccounts(cfg *config.Config) []string {
 	var names []string
 	for _, g := range cfg.Guards {
 		for _, sa := range g.ServiceAccounts {
-			if namespace, name := splitQualified(sa); namespace == metav1.NamespaceSystem {
-				names = append(names, saPrefix+namespace+":"+name)
+			if namespace, name, _ := strings.Cut(sa, "/"); namespace == metav1.NamespaceSystem {
+				names = append(names, serviceAccountPrefix+namespace+":"+name)
 			}
 		}
 	}

@@ -1,4 +1,6 @@
-package fence
+// Package leasecache is the fence's view of the Leases (and MultiClusterLeases) it judges writes by: one
+// watch, lookups without API calls or allocations.
+package leasecache
 
 import (
 	"context"
@@ -21,6 +23,9 @@ import (
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
+// key is a map key that needs no string concatenation, so lookups do not allocate.
+type key struct{ namespace, name string }
+
 // LeaseCache holds every Lease outside kube-node-lease from one watch, however many guards there are, so
 // that the API server's cost of serving the fence does not grow with them, and a guard's lease is known
 // the moment the guard is added. One stream keeps every change in order: a lease can never be seen
@@ -36,7 +41,7 @@ type LeaseCache struct {
 	MultiClusterLeases client.Reader
 
 	mu     sync.RWMutex
-	leases map[namespacedName]*coordinationv1.Lease
+	leases map[key]*coordinationv1.Lease
 	synced atomic.Bool
 }
 
@@ -52,7 +57,7 @@ const notHeartbeats = "metadata.namespace!=" + corev1.NamespaceNodeLease
 
 // NewLeaseCache returns an empty cache; Start begins watching.
 func NewLeaseCache(client kubernetes.Interface, log logr.Logger) *LeaseCache {
-	return &LeaseCache{client: client, log: log, leases: map[namespacedName]*coordinationv1.Lease{}}
+	return &LeaseCache{client: client, log: log, leases: map[key]*coordinationv1.Lease{}}
 }
 
 // syncWait bounds how long a lookup waits for the watch's first list.
@@ -63,7 +68,7 @@ const syncWait = time.Second
 // holder).
 func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
 	c.mu.RLock()
-	l, ok := c.leases[namespacedName{namespace, name}]
+	l, ok := c.leases[key{namespace, name}]
 	c.mu.RUnlock()
 	if ok || c.synced.Load() {
 		return l, ok
@@ -72,7 +77,7 @@ func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
 	defer cancel()
 	cache.WaitForCacheSync(ctx.Done(), c.Synced)
 	c.mu.RLock()
-	l, ok = c.leases[namespacedName{namespace, name}]
+	l, ok = c.leases[key{namespace, name}]
 	c.mu.RUnlock()
 	return l, ok
 }
@@ -138,7 +143,7 @@ func (s *leaseStore) Delete(obj any) error {
 	}
 	if l, ok := obj.(*coordinationv1.Lease); ok {
 		s.mu.Lock()
-		delete(s.leases, namespacedName{l.Namespace, l.Name})
+		delete(s.leases, key{l.Namespace, l.Name})
 		s.mu.Unlock()
 	}
 	return nil
@@ -146,10 +151,10 @@ func (s *leaseStore) Delete(obj any) error {
 
 // Replace is a list: it is every lease there is.
 func (s *leaseStore) Replace(list []any, _ string) error {
-	leases := make(map[namespacedName]*coordinationv1.Lease, len(list))
+	leases := make(map[key]*coordinationv1.Lease, len(list))
 	for _, obj := range list {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
-			leases[namespacedName{l.Namespace, l.Name}] = kept(l)
+			leases[key{l.Namespace, l.Name}] = kept(l)
 		}
 	}
 	s.mu.Lock()
@@ -163,7 +168,7 @@ func (s *leaseStore) set(obj any) {
 	if l, ok := obj.(*coordinationv1.Lease); ok {
 		l = kept(l)
 		s.mu.Lock()
-		s.leases[namespacedName{l.Namespace, l.Name}] = l
+		s.leases[key{l.Namespace, l.Name}] = l
 		s.mu.Unlock()
 	}
 }
