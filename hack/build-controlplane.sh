@@ -3,7 +3,8 @@
 # directory envtest reads through KUBEBUILDER_ASSETS. Nothing is downloaded as a release binary: machines
 # that run leasegate's tests are often offline except for a Go module proxy.
 #
-# COMPONENTS names the Kubernetes binaries to build (default: kube-apiserver); the real-cluster suite adds
+# COMPONENTS names the Kubernetes binaries to build (default: kube-apiserver and kubectl, which the e2e
+# suite runs the documented break-glass commands with); the real-cluster suite adds
 # kube-controller-manager, kube-scheduler, kubelet and kube-proxy (`make cluster-binaries`).
 #
 # A second run is a no-op: each binary is rebuilt only when it is missing or reports another version.
@@ -13,11 +14,20 @@ dest="$bin_dir/controlplane/${KUBERNETES_VERSION}-${ETCD_VERSION}"
 mkdir -p "$dest"
 dest=$(cd "$dest" && pwd)
 
+# version_of <name> <binary>: what the binary says its version is, as "Kubernetes vX.Y.Z".
+version_of() {
+  if [[ $1 == kubectl ]]; then
+    "$2" version --client 2>/dev/null | sed -n 's/^Client Version: /Kubernetes /p'
+  else
+    "$2" --version 2>/dev/null
+  fi
+}
+
 # build_component <name>: one binary of k8s.io/kubernetes/cmd/<name>, with the version stamped in.
 build_component() {
   local component=$1
   local out="$dest/$component"
-  if [[ -x $out && $("$out" --version 2>/dev/null) == "Kubernetes ${KUBERNETES_VERSION}" ]]; then
+  if [[ -x $out && $(version_of "$component" "$out") == "Kubernetes ${KUBERNETES_VERSION}" ]]; then
     log "$component ${KUBERNETES_VERSION} is cached"
     return
   fi
@@ -53,7 +63,7 @@ build_component() {
       -X $pkg.gitMinor=$(cut -d. -f2 <<<"${KUBERNETES_VERSION}") \
       -X $pkg.gitTreeState=clean" "k8s.io/kubernetes/cmd/$component"
   )
-  log "$component: $("$out" --version)"
+  log "$component: $(version_of "$component" "$out")"
 }
 
 build_etcd() {
@@ -85,7 +95,7 @@ GO
 }
 
 build_etcd
-for component in ${COMPONENTS:-kube-apiserver}; do
+for component in ${COMPONENTS:-kube-apiserver kubectl}; do
   build_component "$component"
 done
 echo "$dest"
