@@ -80,7 +80,7 @@ func TestChartRejectsBadValues(t *testing.T) {
 		{"a flow control precedence past the built-in catch-all", "flowControl: {matchingPrecedence: 10000}\n", []string{`at '/flowControl/matchingPrecedence': maximum: got 10,000, want 9,999`}},
 		{"agents' lease writes matched after the built-in catch-all", "flowControl: {agentLeaseWrites: {matchingPrecedence: 10000}}\n", []string{`at '/flowControl/agentLeaseWrites/matchingPrecedence': maximum: got 10,000, want 9,999`}},
 		{"agents' lease writes without a share of the API server", "flowControl: {agentLeaseWrites: {nominalConcurrencyShares: 0}}\n", []string{`at '/flowControl/agentLeaseWrites/nominalConcurrencyShares': minimum: got 0, want 1`}},
-		{"agents' lease writes matched before leasegate-webhook's own requests", "flowControl: {matchingPrecedence: 1000, agentLeaseWrites: {matchingPrecedence: 500}}\n",
+		{"agents' lease writes matched before leasegate-webhook's own requests", "flowControl: {matchingPrecedence: 1000, agentLeaseWrites: {enabled: true, matchingPrecedence: 500}}\n",
 			[]string{"flowControl.agentLeaseWrites.matchingPrecedence (500) is not above flowControl.matchingPrecedence (1000)", "raise flowControl.agentLeaseWrites.matchingPrecedence"}},
 		{"a guard without resources", "config:\n  guards: [{name: g, lease: l}]\n", []string{`at '/config/guards/0': missing property 'resources'`}},
 		{"an unknown enforcement", "config:\n  guards: [{name: g, lease: l, resources: [{group: apps, resources: [deployments]}], enforcement: block}]\n",
@@ -156,6 +156,7 @@ var configFiles = map[string]string{
 	"flowschema.yaml":     "webhook/flowschema.yaml",
 	"networkpolicy.yaml":  "webhook/networkpolicy.yaml",
 	"pdb.yaml":            "webhook/pdb.yaml",
+	"resourcequota.yaml":  "webhook/resourcequota.yaml",
 	"service.yaml":        "webhook/service.yaml",
 	"webhooks.yaml":       "webhook/webhooks.yaml",
 }

@@ -2,6 +2,7 @@ package chart
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -125,6 +126,61 @@ func TestPlatformValues(t *testing.T) {
 			}
 			if r.testPod == nil || r.testPod.Spec.Containers[0].Image != "docker.io/curlimages/curl:8.11.1" {
 				t.Errorf("helm test pod %+v, want one running docker.io/curlimages/curl:8.11.1", r.testPod)
+			}
+		},
+	}, {
+		name: "platform defaults: system-cluster-critical with the quota that lets the namespace run it, Linux nodes, only the webhook's own requests in flow control",
+		check: func(t *testing.T, r rendering) {
+			spec := r.deployment.Spec.Template.Spec
+			if spec.PriorityClassName != "system-cluster-critical" {
+				t.Errorf("priorityClassName %q, want system-cluster-critical", spec.PriorityClassName)
+			}
+			if spec.NodeSelector["kubernetes.io/os"] != "linux" {
+				t.Errorf("nodeSelector %v, want kubernetes.io/os: linux", spec.NodeSelector)
+			}
+			quota := r.object("ResourceQuota", "leasegate-webhook-critical-pods")
+			if quota == nil {
+				t.Fatal("no ResourceQuota for the system-cluster-critical pods")
+			}
+			scope, _, _ := unstructured.NestedSlice(quota.Object, "spec", "scopeSelector", "matchExpressions")
+			if len(scope) != 1 || fmt.Sprint(scope[0].(map[string]any)["values"]) != "[system-cluster-critical]" {
+				t.Errorf("the quota's scope %v, want the priority class system-cluster-critical", scope)
+			}
+			for _, name := range []string{"leasegate-lease-writes"} {
+				if r.object("FlowSchema", name) != nil || r.object("PriorityLevelConfiguration", name) != nil {
+					t.Errorf("%s rendered by default: it matches every service account's lease writes, so it is opt-in", name)
+				}
+			}
+			if r.object("FlowSchema", "leasegate-webhook") == nil {
+				t.Error("no FlowSchema for leasegate-webhook's own requests")
+			}
+		},
+	}, {
+		name:   "a priority class of the cluster's default: no quota",
+		values: "priorityClassName: \"\"\n",
+		check: func(t *testing.T, r rendering) {
+			if r.object("ResourceQuota", "leasegate-webhook-critical-pods") != nil || r.deployment.Spec.Template.Spec.PriorityClassName != "" {
+				t.Error("a ResourceQuota or a priority class rendered without priorityClassName")
+			}
+		},
+	}, {
+		name:   "the quota off, for a cluster that admits system-* classes anywhere",
+		values: "resourceQuota: {enabled: false}\n",
+		check: func(t *testing.T, r rendering) {
+			if r.object("ResourceQuota", "leasegate-webhook-critical-pods") != nil {
+				t.Error("a ResourceQuota rendered with resourceQuota.enabled=false")
+			}
+		},
+	}, {
+		name:   "the config webhook's timeout",
+		values: "webhook: {timeoutSeconds: {config: 5}}\n",
+		check: func(t *testing.T, r rendering) {
+			vwc := r.object("ValidatingWebhookConfiguration", "leasegate")
+			webhooks, _, _ := unstructured.NestedSlice(vwc.Object, "webhooks")
+			for _, w := range webhooks {
+				if entry := w.(map[string]any); entry["name"] == "config.leasegate.io" && fmt.Sprint(entry["timeoutSeconds"]) != "5" {
+					t.Errorf("config.leasegate.io timeoutSeconds %v, want 5", entry["timeoutSeconds"])
+				}
 			}
 		},
 	}, {

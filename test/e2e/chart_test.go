@@ -142,7 +142,9 @@ var _ = Describe("The Helm chart", Ordered, func() {
 		a := newApplier(cp)
 		// Installed with guards, which the next spec needs: the config webhook cannot be reached here to
 		// admit an edit later.
-		for _, obj := range chartObjects(tools, strictFenceValues()) {
+		// And the priority level of the agents' lease writes, which the flow control spec checks.
+		largeClusters := filepath.Join(checkout.RepoRoot(), "test", "chart", "testdata", "values", "large-clusters.yaml")
+		for _, obj := range chartObjects(tools, strictFenceValues(), largeClusters) {
 			Expect(a.apply(ctx, obj, false)).To(Succeed(), "%s %s", obj.GetKind(), obj.GetName())
 		}
 		dir := GinkgoT().TempDir()
