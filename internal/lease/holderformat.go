@@ -146,6 +146,10 @@ func hasNonPodNameChar(s string) bool {
 	return false
 }
 
+// NamesUID reports whether the format carries the pod's UID ({uid}). Without it a holder names a pod by
+// its name alone, which a pod of another namespace may share.
+func (f *HolderFormat) NamesUID() bool { return f.vars[0] == podUID || f.vars[1] == podUID }
+
 // String is the format as written: a preset name or a template.
 func (f *HolderFormat) String() string { return f.template }
 

@@ -112,37 +112,39 @@ const (
 	TransitionsMiscounted
 	NotInjected
 	KeepsOnLoss
+	HolderInOtherNamespace
 )
 
 var reasonText = [...]string{
-	NotGuarded:            "no guard covers this write",
-	Exempt:                "the requester is exempt",
-	NotGated:              "the guards do not gate this requester",
-	HoldsLease:            "the requester holds the lease",
-	NoPodIdentity:         "the requester has no pod identity (a token bound to a pod), so it cannot hold a lease",
-	LeaseMissing:          "the lease does not exist, so nobody holds it",
-	LeaseReleased:         "the lease is released, so nobody holds it",
-	LeaseExpired:          "the lease has expired, so nobody holds it",
-	HeldByAnother:         "another pod holds the lease",
-	HolderFormatMismatch:  "the holder contains this pod's name, but not in the holder format the guard reads",
-	ForeignHolder:         "a pod may write only its own identity as the holder",
-	TakeUnexpired:         "the lease is held by another pod and has not expired",
-	NotHolder:             "only the holder may renew or release the lease, and a pod writes a released lease only to take it",
-	DeleteLease:           "pods may not delete a lease",
-	EvictsOther:           "a pod may evict only itself",
-	EvictsWhileHolding:    "the pod still holds its lease: it evicts itself only once it has lost it",
-	EvictsSelf:            "a pod that lost its lease evicts itself",
-	GlobalLeaderElsewhere: "no pod of this cluster leads the MultiClusterLease now (the global leader is elsewhere, or its term here is unconfirmed or past validUntil)",
-	ForgedLeaderEndpoints: "only leasegate writes the endpoints of a <service>-leader Service: they follow the lease holder",
-	HandoverByPod:         "a pod may not ask for a handover, only clear one as it takes the lease (a person or controller allowed to update the lease asks: kubectl leasegate handover)",
-	MarkerChanged:         "only leasegate marks a lease as its own: a service account may not add, remove or change the label " + contract.Managed,
-	StatusByOthers:        "only leasegate's election controller writes a MultiClusterLease's status",
-	NotHandoverTarget:     "the lease is being handed over (" + contract.HandoverTo + "): until the released term ends only the pod it names may take it, and the pod that released it may not take it back",
-	TimeAhead:             "a pod may not date renewTime or acquireTime ahead of the webhook's clock by more than the clock skew margin",
-	DurationNotGiven:      "a pod may claim a lease only for the lease duration its injection gave it (leasegate.io/lease-duration or the configured election.leaseDuration)",
-	TransitionsMiscounted: "spec.leaseTransitions is the fencing token of each term: a pod that takes the lease raises it by exactly one (as client-go and the agent do), and no write lowers it or raises it by more",
-	NotInjected:           "not a pod leasegate injected",
-	KeepsOnLoss:           "the pod does not restart on loss",
+	NotGuarded:             "no guard covers this write",
+	Exempt:                 "the requester is exempt",
+	NotGated:               "the guards do not gate this requester",
+	HoldsLease:             "the requester holds the lease",
+	NoPodIdentity:          "the requester has no pod identity (a token bound to a pod), so it cannot hold a lease",
+	LeaseMissing:           "the lease does not exist, so nobody holds it",
+	LeaseReleased:          "the lease is released, so nobody holds it",
+	LeaseExpired:           "the lease has expired, so nobody holds it",
+	HeldByAnother:          "another pod holds the lease",
+	HolderFormatMismatch:   "the holder contains this pod's name, but not in the holder format the guard reads",
+	ForeignHolder:          "a pod may write only its own identity as the holder",
+	TakeUnexpired:          "the lease is held by another pod and has not expired",
+	NotHolder:              "only the holder may renew or release the lease, and a pod writes a released lease only to take it",
+	DeleteLease:            "pods may not delete a lease",
+	EvictsOther:            "a pod may evict only itself",
+	EvictsWhileHolding:     "the pod still holds its lease: it evicts itself only once it has lost it",
+	EvictsSelf:             "a pod that lost its lease evicts itself",
+	GlobalLeaderElsewhere:  "no pod of this cluster leads the MultiClusterLease now (the global leader is elsewhere, or its term here is unconfirmed or past validUntil)",
+	ForgedLeaderEndpoints:  "only leasegate writes the endpoints of a <service>-leader Service: they follow the lease holder",
+	HandoverByPod:          "a pod may not ask for a handover, only clear one as it takes the lease (a person or controller allowed to update the lease asks: kubectl leasegate handover)",
+	MarkerChanged:          "only leasegate marks a lease as its own: a service account may not add, remove or change the label " + contract.Managed,
+	StatusByOthers:         "only leasegate's election controller writes a MultiClusterLease's status",
+	NotHandoverTarget:      "the lease is being handed over (" + contract.HandoverTo + "): until the released term ends only the pod it names may take it, and the pod that released it may not take it back",
+	TimeAhead:              "a pod may not date renewTime or acquireTime ahead of the webhook's clock by more than the clock skew margin",
+	DurationNotGiven:       "a pod may claim a lease only for the lease duration its injection gave it (leasegate.io/lease-duration or the configured election.leaseDuration)",
+	TransitionsMiscounted:  "spec.leaseTransitions is the fencing token of each term: a pod that takes the lease raises it by exactly one (as client-go and the agent do), and no write lowers it or raises it by more",
+	NotInjected:            "not a pod leasegate injected",
+	KeepsOnLoss:            "the pod does not restart on loss",
+	HolderInOtherNamespace: "the holder names a pod of this name, but the guard's holder format carries no UID, so only a pod of the lease's namespace, or of a service account the guard names with its namespace, is that holder",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -157,6 +159,7 @@ var reasonCodes = [...]string{
 	ForgedLeaderEndpoints: "forged_leader_endpoints", MarkerChanged: "marker_changed", StatusByOthers: "status_by_others",
 	NotHandoverTarget: "not_handover_target", TimeAhead: "time_ahead", DurationNotGiven: "duration_not_given",
 	TransitionsMiscounted: "transitions_miscounted", NotInjected: "not_injected", KeepsOnLoss: "keeps_on_loss",
+	HolderInOtherNamespace: "holder_in_other_namespace",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -242,7 +245,7 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 		return v
 	}
 	if g.multiCluster {
-		return p.decideMultiCluster(g, v, podName, podUID, leases, now)
+		return p.decideMultiCluster(g, v, req.Requester, leases, now)
 	}
 	l, found := leases.Get(v.LeaseNamespace, v.LeaseName)
 	if !found {
@@ -260,9 +263,11 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 		v.Reason = LeaseReleased
 	case j.State == lease.Expired:
 		v.Reason = LeaseExpired
-	case format.Names(j.Holder, podName, podUID):
+	case format.Names(j.Holder, podName, podUID) && g.namesPodOf(format, req.Requester, v.LeaseNamespace):
 		v.Reason = HoldsLease
 		return v
+	case format.Names(j.Holder, podName, podUID):
+		v.Reason = HolderInOtherNamespace
 	case !format.Fits(j.Holder) && strings.Contains(j.Holder, podName):
 		// Likely the requester itself, written in a format the guard does not read: say so, or the
 		// guard's author would see the leader fenced for no visible reason.
@@ -278,7 +283,8 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 // as global leader, before its validUntil (v1alpha1's LocalLeader, the judgement the candidates use).
 // Once another cluster's candidate has won, this cluster's old leader is refused by its own API server:
 // its validUntil passes before the other cluster can win, whether or not this cluster heard of it.
-func (p *Policy) decideMultiCluster(g *guard, v Verdict, podName, podUID string, leases LeaseGetter, now time.Time) Verdict {
+func (p *Policy) decideMultiCluster(g *guard, v Verdict, requester *Requester, leases LeaseGetter, now time.Time) Verdict {
+	podName, podUID, _ := requester.Pod()
 	m, found := leases.MultiClusterLease(v.LeaseNamespace, v.LeaseName)
 	if !found {
 		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
@@ -295,9 +301,11 @@ func (p *Policy) decideMultiCluster(g *guard, v Verdict, podName, podUID string,
 	switch holder := m.Status.LocalLeader(now); {
 	case holder == "":
 		v.Reason = GlobalLeaderElsewhere
-	case format.Names(holder, podName, podUID):
+	case format.Names(holder, podName, podUID) && g.namesPodOf(format, requester, v.LeaseNamespace):
 		v.Reason = HoldsLease
 		return v
+	case format.Names(holder, podName, podUID):
+		v.Reason = HolderInOtherNamespace
 	default:
 		v.Reason = HeldByAnother
 	}

@@ -281,7 +281,12 @@ guards:
 - name: cert-manager
   lease: kube-system/cert-manager-controller
   holderFormat: cert-manager
+  serviceAccounts: [cert-manager/cert-manager, cert-manager]
   resources: [{group: cert-manager.io, resources: [certificaterequests]}]
+- name: cert-manager-unplaced
+  lease: kube-system/cert-manager-controller
+  holderFormat: cert-manager
+  resources: [{group: cert-manager.io, resources: [issuers]}]
 - name: pod-name
   lease: ops/by-pod-name
   holderFormat: pod-name
@@ -314,6 +319,15 @@ func TestDecideHolderFormats(t *testing.T) {
 			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
 		{"cert-manager's other replica is fenced", pod("cert-manager", "cert-manager", "cm-1", "u1"), "CREATE", "cert-manager.io", "certificaterequests", "shop",
 			Verdict{Outcome: Denied, Reason: HeldByAnother, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
+		// The holder names a pod by name only: a pod of that name elsewhere is not it.
+		{"a pod named as cert-manager's leader, in another namespace, with an account of the same name", pod("evil", "cert-manager", "cm-0", "u-evil"), "CREATE", "cert-manager.io", "certificaterequests", "shop",
+			Verdict{Outcome: Denied, Reason: HolderInOtherNamespace, Guard: "cert-manager", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
+		{"a guard that names no account's namespace admits the holder's name only from the lease's namespace", pod("cert-manager", "cert-manager", "cm-0", "u0"), "CREATE", "cert-manager.io", "issuers", "shop",
+			Verdict{Outcome: Denied, Reason: HolderInOtherNamespace, Guard: "cert-manager-unplaced", LeaseNamespace: "kube-system", LeaseName: "cert-manager-controller", Holder: "cm-0-external-cert-manager-controller"}},
+		{"pod-name format: a pod of the holder's name in another namespace", pod("tenant", "web", "web-1", "uid-t"), "UPDATE", "", "endpoints", "ops",
+			Verdict{Outcome: Denied, Reason: HolderInOtherNamespace, Guard: "pod-name", LeaseNamespace: "ops", LeaseName: "by-pod-name", Holder: "web-1"}},
+		{"{pod}-{uid} format: the UID names one pod, whatever its namespace", pod("tenant", "web", "web-1", "uid-w1"), "UPDATE", "", "pods", "ops",
+			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "by-uid", LeaseNamespace: "ops", LeaseName: "by-uid", Holder: "web-1-uid-w1"}},
 		{"pod-name format: the pod named", pod("ops", "web", "web-1", "uid-w1"), "UPDATE", "", "endpoints", "ops",
 			Verdict{Outcome: Allowed, Reason: HoldsLease, Guard: "pod-name", LeaseNamespace: "ops", LeaseName: "by-pod-name", Holder: "web-1"}},
 		{"pod-name format: pod web does not hold the lease of pod web-1", pod("ops", "web", "web", "uid-w"), "UPDATE", "", "endpoints", "ops",

@@ -147,6 +147,19 @@ func (g *guard) gates(saNamespace, saName string) bool {
 	return g.accountsAnywhere[saName] || g.accounts[namespacedName{saNamespace, saName}]
 }
 
+// namesPodOf says whether a holder that names requester's pod in format is that pod. A format with the
+// pod's UID names one pod; one without it names every pod of that name in any namespace, so it counts
+// only for pods of the lease's namespace (where a controller's pods elect, as client-go's and
+// controller-runtime's do by default) or running as a service account the guard names with its namespace
+// (a controller that keeps its lease elsewhere: cert-manager's in kube-system, say).
+func (g *guard) namesPodOf(format *lease.HolderFormat, requester *Requester, leaseNamespace string) bool {
+	if format.NamesUID() {
+		return true
+	}
+	namespace, name, ok := requester.serviceAccount()
+	return ok && (namespace == leaseNamespace || g.accounts[namespacedName{namespace, name}])
+}
+
 func splitQualified(s string) (namespace, name string) {
 	if ns, name, ok := strings.Cut(s, "/"); ok {
 		return ns, name
