@@ -31,14 +31,15 @@ type Agent struct {
 	settings  Settings
 	elections []*runningElection
 	registry  *prometheus.Registry
-	listener  net.Listener
-	log       logr.Logger
+	// listener is the endpoints', bounded by agentLimits.
+	listener *limitListener
+	log      logr.Logger
 
 	// gate, when configured, serves the mutation gate (gateProxy) on gateListener, following gated's
 	// elector.
 	gate         *http.Server
 	gateProxy    *gate.Gate
-	gateListener net.Listener
+	gateListener *limitListener
 	gated        *runningElection
 
 	// client is the API client every election shares; with on-loss restart, losing restarting's lease
@@ -114,9 +115,11 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if s.OnLoss == OnLossRestart {
 		a.restarting = a.election(s.OnLossElection)
 	}
-	if a.listener, err = net.Listen("tcp", s.Listen); err != nil {
+	listener, err := net.Listen("tcp", s.Listen)
+	if err != nil {
 		return nil, fmt.Errorf("%s=%s: %w", contract.EnvListen, s.Listen, err)
 	}
+	a.listener = newLimitListener(listener, agentLimits)
 	if s.Gate.Upstream != "" {
 		if err := a.newGate(); err != nil {
 			a.listener.Close()
@@ -137,15 +140,50 @@ func (a *Agent) newGate() error {
 	if a.gateProxy, err = gate.New(s.Upstream, policy, a.gated.elector, a.registry, s.BodyTimeout); err != nil {
 		return err
 	}
-	if a.gateListener, err = gate.Listen(s.Listen); err != nil {
+	listener, err := gate.Listen(s.Listen)
+	if err != nil {
 		return fmt.Errorf("%s=%s: %w", contract.EnvGateListen, s.Listen, err)
 	}
-	a.gate = &http.Server{Handler: a.gateProxy, ReadHeaderTimeout: 10 * time.Second, Protocols: new(http.Protocols)}
+	a.gate, a.gateListener = gateServer(a.gateProxy, listener, gateLimits)
+	return nil
+}
+
+// gateServer is the gate's server on listener, bounded by limits.
+func gateServer(handler http.Handler, listener net.Listener, limits portLimits) (*http.Server, *limitListener) {
+	server, limited := boundedServer(handler, listener, limits)
 	// HTTP/1.1 for plain clients, cleartext HTTP/2 for gRPC: the pod's traffic is not TLS here, or the
 	// gate could not read the method.
-	a.gate.Protocols.SetHTTP1(true)
-	a.gate.Protocols.SetUnencryptedHTTP2(true)
-	return nil
+	server.Protocols = new(http.Protocols)
+	server.Protocols.SetHTTP1(true)
+	server.Protocols.SetUnencryptedHTTP2(true)
+	return server, limited
+}
+
+// endpointsServer is the server of the agent's endpoints on listener, bounded by limits. They take no
+// request body: a request with one is answered and its connection closed, without reading the body,
+// which net/http would otherwise read (up to 256 KiB, with no deadline) after the answer, so that a
+// body trickled byte by byte cannot hold the connection.
+func endpointsServer(handler http.Handler, listener net.Listener, limits portLimits) (*http.Server, *limitListener) {
+	return boundedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
+			w.Header().Set("Connection", "close")
+			http.Error(w, "the agent's endpoints take no request body", http.StatusRequestEntityTooLarge)
+			return
+		}
+		handler.ServeHTTP(w, r)
+	}), listener, limits)
+}
+
+// boundedServer serves handler on listener within limits (see portLimits).
+func boundedServer(handler http.Handler, listener net.Listener, limits portLimits) (*http.Server, *limitListener) {
+	limited, ok := listener.(*limitListener)
+	if !ok {
+		limited = newLimitListener(listener, limits)
+	}
+	server := &http.Server{Handler: handler}
+	limits.configure(server, limited)
+	return server, limited
 }
 
 // election is the running election of this name, or the only one when name is empty (LoadSettings
@@ -181,10 +219,7 @@ func (e *runningElection) readiness() Readiness {
 // Run serves the endpoints and takes part in every election until ctx ends (SIGTERM), then stops
 // leading and releases the leases and returns.
 func (a *Agent) Run(ctx context.Context) error {
-	server := &http.Server{
-		Handler:           newMux(a.named(), a.events, a.registry),
-		ReadHeaderTimeout: 5 * time.Second,
-	}
+	server, _ := endpointsServer(newMux(a.named(), a.events, a.registry), a.listener, agentLimits)
 	served := make(chan error, 2)
 	go func() { served <- server.Serve(a.listener) }()
 	if a.gate != nil {

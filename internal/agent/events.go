@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -27,10 +28,16 @@ const (
 )
 
 const (
-	// maxStreams bounds the event streams open at once on an agent, whose port every pod in the cluster
-	// can reach: each holds a goroutine and its buffers (about 10 KiB) in a process that runs on a
-	// 10 MiB soft memory limit.
-	maxStreams = 64
+	// The event streams open at once on an agent, whose port every pod in the cluster can reach, are
+	// bounded: each holds a goroutine and its buffers (about 10 KiB) in a process that runs on a 10 MiB
+	// soft memory limit. The pod's own containers (the app subscribes through LEASEGATE_AGENT_URL, on
+	// loopback) have streams of their own, which no other pod can take: remote clients share
+	// maxRemoteStreams, at most maxStreamsPerAddress from one address. A client that never reads is not
+	// told from a slow one while socket buffers absorb what is sent (a keep-alive every 15 s would take
+	// hours to fill them), so the bounds, not the write timeout, are what keep the app's streams.
+	maxLocalStreams      = 32
+	maxRemoteStreams     = 32
+	maxStreamsPerAddress = 4
 	// keepAliveEvery is how often an idle stream gets a comment line, so proxies and load balancers
 	// (which often cut a connection silent for 30-60 s) keep it, and the client notices a dead agent.
 	keepAliveEvery = 15 * time.Second
@@ -56,9 +63,14 @@ type eventHub struct {
 	// last is the status each election's latest event was derived from.
 	last []lease.Status
 	// wake is closed, and replaced, on every event and on close.
-	wake    chan struct{}
-	closed  bool
-	streams int
+	wake   chan struct{}
+	closed bool
+	// local tells the pod's own addresses (loopback); localStreams and remoteStreams count the open
+	// streams of each kind, byAddr the remote ones by address.
+	local         func(netip.Addr) bool
+	localStreams  int
+	remoteStreams int
+	byAddr        map[netip.Addr]int
 }
 
 // event is one change, framed for both kinds of stream: all (every election's, on /leader) and named
@@ -70,7 +82,7 @@ type event struct {
 
 func newEventHub(elections []namedElection) *eventHub {
 	h := &eventHub{elections: elections, keepAlive: keepAliveEvery, writeTimeout: streamWriteTimeout,
-		last: make([]lease.Status, len(elections)), wake: make(chan struct{})}
+		last: make([]lease.Status, len(elections)), wake: make(chan struct{}), local: netip.Addr.IsLoopback, byAddr: map[netip.Addr]int{}}
 	for i, e := range elections {
 		h.last[i] = e.Status()
 	}
@@ -157,20 +169,22 @@ func acceptsEvents(r *http.Request) bool {
 // event as it is published, with a keep-alive comment when nothing was sent for a while, until the
 // client goes, falls too far behind or stops reading, or the agent stops.
 func (h *eventHub) serve(w http.ResponseWriter, r *http.Request, only int) {
+	addr := clientAddr(r)
+	local := addr.IsValid() && h.local(addr)
 	h.mu.Lock()
-	if refusal := h.refusal(); refusal != "" {
+	if refusal := h.refusal(addr, local); refusal != "" {
 		h.mu.Unlock()
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, refusal, http.StatusServiceUnavailable)
 		return
 	}
-	h.streams++
+	h.count(addr, local, 1)
 	next, wake := h.next, h.wake
 	state := h.state(only)
 	h.mu.Unlock()
 	defer func() {
 		h.mu.Lock()
-		h.streams--
+		h.count(addr, local, -1)
 		h.mu.Unlock()
 	}()
 
@@ -239,15 +253,45 @@ func (h *eventHub) serve(w http.ResponseWriter, r *http.Request, only int) {
 	}
 }
 
-// refusal says why a new stream cannot be served, "" when it can. Called with h.mu held.
-func (h *eventHub) refusal() string {
+// refusal says why a new stream for a client at addr (local: one of the pod's own) cannot be served,
+// "" when it can. Called with h.mu held.
+func (h *eventHub) refusal(addr netip.Addr, local bool) string {
+	const instead = "close one, or read /leader without Accept: text/event-stream"
 	switch {
 	case h.closed:
 		return "this agent is stopping; its successor serves the stream"
-	case h.streams >= maxStreams:
-		return fmt.Sprintf("this agent already serves %d event streams, its limit: close one, or read /leader without Accept: text/event-stream", maxStreams)
+	case local && h.localStreams >= maxLocalStreams:
+		return fmt.Sprintf("this agent already serves %d event streams to its own pod, their limit: %s", maxLocalStreams, instead)
+	case local:
+	case h.byAddr[addr] >= maxStreamsPerAddress:
+		return fmt.Sprintf("this agent already serves %d event streams to %s, the limit for one address: %s", maxStreamsPerAddress, addr, instead)
+	case h.remoteStreams >= maxRemoteStreams:
+		return fmt.Sprintf("this agent already serves %d event streams outside its pod, their limit: %s", maxRemoteStreams, instead)
 	}
 	return ""
+}
+
+// count adds delta to the streams of a client at addr. Called with h.mu held.
+func (h *eventHub) count(addr netip.Addr, local bool, delta int) {
+	if local {
+		h.localStreams += delta
+		return
+	}
+	h.remoteStreams += delta
+	if n := h.byAddr[addr] + delta; n > 0 {
+		h.byAddr[addr] = n
+	} else {
+		delete(h.byAddr, addr)
+	}
+}
+
+// clientAddr is the address of r's client, IPv4 in IPv6 unmapped; invalid when it has none.
+func clientAddr(r *http.Request) netip.Addr {
+	addrPort, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return netip.Addr{}
+	}
+	return addrPort.Addr().Unmap()
 }
 
 // state is the stream's first event: what /leader (or /leader/<election>) says now. Called with h.mu

@@ -194,21 +194,59 @@ func TestEventStreamOfSeveralElectionsAndKeepAlive(t *testing.T) {
 	onlyPoller.expect(t, ": keep-alive\n")
 }
 
+// TestEventStreamsAreLimited: other pods' clients that open streams and never read them hold at most
+// maxStreamsPerAddress each and maxRemoteStreams together; the pod's own app can always subscribe (its
+// streams have a bound of their own) and gets every event; /leader without streaming stays served.
 func TestEventStreamsAreLimited(t *testing.T) {
 	orders := &liveElection{status: lease.Status{Lease: "shop/orders"}}
 	elections := []namedElection{{name: "orders", election: orders}}
-	_, server := streamServer(t, elections, nil)
-	for range maxStreams {
-		openStream(t, server.URL+"/leader").expect(t, "retry: 1000\nevent: state\ndata: {\"lease\":\"shop/orders\",\"holder\":\"\",\"isLeader\":false,\"transitions\":0,\"fencingToken\":0}\n")
+	hub, server := streamServer(t, elections, func(hub *eventHub) { hub.local = onlyPodItself })
+	const state = "retry: 1000\nevent: state\ndata: {\"lease\":\"shop/orders\",\"holder\":\"\",\"isLeader\":false,\"transitions\":0,\"fencingToken\":0}\n"
+	refused := func(from, want string) {
+		t.Helper()
+		over := openStreamFrom(t, from, server.URL+"/leader")
+		body, _ := io.ReadAll(over.resp.Body)
+		if over.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), want) {
+			t.Errorf("a stream from %s = %d %q, want 503 containing %q", from, over.resp.StatusCode, body, want)
+		}
 	}
-	over := openStream(t, server.URL+"/leader")
-	body, _ := io.ReadAll(over.resp.Body)
-	if over.resp.StatusCode != http.StatusServiceUnavailable || !strings.Contains(string(body), fmt.Sprintf("already serves %d event streams", maxStreams)) {
-		t.Errorf("stream %d = %d %q, want 503 naming the limit", maxStreams+1, over.resp.StatusCode, body)
+	// Another pod: its clients open streams and never read past the first event.
+	for range maxStreamsPerAddress {
+		openStreamFrom(t, "127.0.0.2", server.URL+"/leader").expect(t, state)
 	}
+	refused("127.0.0.2", fmt.Sprintf("already serves %d event streams to 127.0.0.2, the limit for one address", maxStreamsPerAddress))
+	// Many pods take every remote stream.
+	for i := 0; hub.remoteStreams < maxRemoteStreams; i++ {
+		openStreamFrom(t, fmt.Sprintf("127.0.0.%d", 3+i/maxStreamsPerAddress), server.URL+"/leader").expect(t, state)
+	}
+	refused("127.0.1.1", fmt.Sprintf("already serves %d event streams outside its pod", maxRemoteStreams))
+	// The app, on loopback, still subscribes and follows the election.
+	app := openStreamFrom(t, "127.0.0.1", server.URL+"/leader")
+	app.expect(t, state)
+	hub.publish(0, lease.Status{Lease: "shop/orders", Holder: "a_1", IsLeader: true, FencingToken: 1})
+	app.expect(t, "event: started\ndata: {\"lease\":\"shop/orders\",\"holder\":\"a_1\",\"isLeader\":true,\"transitions\":0,\"fencingToken\":1}\n")
+	for range maxLocalStreams - 1 {
+		openStreamFrom(t, "127.0.0.1", server.URL+"/leader").next()
+	}
+	refused("127.0.0.1", fmt.Sprintf("already serves %d event streams to its own pod", maxLocalStreams))
 	if code, _ := get(t, server, "/leader"); code != http.StatusOK {
 		t.Errorf("/leader without Accept: text/event-stream = %d while the streams are full, want 200", code)
 	}
+}
+
+// openStreamFrom is openStream from the loopback address from.
+func openStreamFrom(t *testing.T, from, url string) *stream {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodGet, url, nil)
+	req.Header.Set("Accept", "text/event-stream")
+	client := clientFrom(from)
+	client.Timeout = 0
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return &stream{resp: resp, r: bufio.NewReader(resp.Body)}
 }
 
 // BenchmarkEventFanOut is the time from an election's change (publish, on its loop) until each of 8
