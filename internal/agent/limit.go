@@ -4,6 +4,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -25,6 +26,10 @@ type portLimits struct {
 	// one address of them may; loopback how many the pod's own containers may, apart from remote, so
 	// that the app's calls keep flowing whatever other pods hold.
 	remote, perAddress, loopback int
+	// waiting is how many accepted connections past the bounds may wait, each up to readHeaderTimeout,
+	// for a place to be given back; one past that, or waiting longer, is closed. A burst of clients
+	// past the bounds is so queued, as the kernel's listen backlog would queue it, rather than refused.
+	waiting int
 }
 
 // The limits of the agent's endpoints (probes, the app's /leader and its event streams, Prometheus):
@@ -32,7 +37,7 @@ type portLimits struct {
 // docs/security.md.
 var agentLimits = portLimits{
 	maxHeaderBytes: 8 << 10, readHeaderTimeout: 5 * time.Second, idleTimeout: 60 * time.Second, writeTimeout: 10 * time.Second,
-	remote: 64, perAddress: 16, loopback: 32,
+	remote: 64, perAddress: 16, loopback: 32, waiting: 64,
 }
 
 // The limits of the gate's port, which serves the app's clients: heads as large as nginx allows by
@@ -42,7 +47,7 @@ var agentLimits = portLimits{
 // sends them.
 var gateLimits = portLimits{
 	maxHeaderBytes: 32 << 10, readHeaderTimeout: 10 * time.Second, idleTimeout: 90 * time.Second,
-	remote: 256, perAddress: 256, loopback: 64,
+	remote: 256, perAddress: 256, loopback: 64, waiting: 512,
 }
 
 // configure sets s's head, timeout and connection-state bounds; listen's connections are the ones
@@ -56,12 +61,15 @@ func (p portLimits) configure(s *http.Server, l *limitListener) {
 }
 
 // limitListener bounds the connections its listener's clients hold (portLimits). A connection past a
-// bound is closed as soon as it is accepted, with one exception that keeps a port open to every
+// bound waits for a place (portLimits.waiting), with one exception that keeps a port open to every
 // client while some of them hold it: when the remote bound is full, a newcomer whose address holds
 // fewer connections than the address holding the most, by at least two, takes the place of that
 // address's oldest connection that is not serving a request (waiting for its first head or its next
 // one). So one address, or a few, filling the bound with unfinished heads or idle connections costs the
 // others (kubelet's probes, another client) nothing but that address's own connections.
+//
+// Connections are accepted by a goroutine of the listener's own, which judges each and hands the
+// admitted ones to Accept, so that a place given back admits a waiting connection at once.
 type limitListener struct {
 	net.Listener
 	limits portLimits
@@ -70,15 +78,30 @@ type limitListener struct {
 	// refused counts the connections closed at a bound (not those taken a place from).
 	refused atomic.Int64
 
+	start sync.Once
+	// ready are the admitted connections Accept returns: never more than the bounds, so sending to it
+	// never blocks; failed is the listener's error.
+	ready  chan net.Conn
+	failed chan error
+
 	mu       sync.Mutex
 	remote   int
 	loopback int
 	byAddr   map[netip.Addr]map[*limitedConn]struct{}
 	accepted uint64
+	// queue are the connections waiting for a place, oldest first.
+	queue []*waiter
+}
+
+// waiter is an accepted connection waiting for a place, closed when its time is up.
+type waiter struct {
+	conn  net.Conn
+	timer *time.Timer
 }
 
 func newLimitListener(l net.Listener, limits portLimits) *limitListener {
-	return &limitListener{Listener: l, limits: limits, local: netip.Addr.IsLoopback, byAddr: map[netip.Addr]map[*limitedConn]struct{}{}}
+	return &limitListener{Listener: l, limits: limits, local: netip.Addr.IsLoopback, byAddr: map[netip.Addr]map[*limitedConn]struct{}{},
+		ready: make(chan net.Conn, limits.remote+limits.loopback), failed: make(chan error, 1)}
 }
 
 // limitedConn is a connection a limitListener counts until it is closed, and what the server last said
@@ -95,34 +118,115 @@ type limitedConn struct {
 	counted bool
 }
 
-// Accept returns the next connection within the bounds, closing those past them.
+// Accept returns the next connection admitted within the bounds.
 func (l *limitListener) Accept() (net.Conn, error) {
+	l.start.Do(func() { go l.acceptLoop() })
+	select {
+	case c := <-l.ready:
+		return c, nil
+	case err := <-l.failed:
+		l.failed <- err // for the next caller
+		return nil, err
+	}
+}
+
+// acceptLoop accepts every connection and judges it (offer), until the listener fails. Errors that
+// pass (too many open files) are waited out as net/http's server does.
+func (l *limitListener) acceptLoop() {
+	var backoff time.Duration
 	for {
 		c, err := l.Listener.Accept()
 		if err != nil {
-			return nil, err
+			if ne, ok := err.(net.Error); ok && ne.Timeout() || isTemporary(err) {
+				backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+				time.Sleep(backoff)
+				continue
+			}
+			l.stop()
+			l.failed <- err
+			return
 		}
-		if lc := l.admit(c); lc != nil {
-			return lc, nil
+		backoff = 0
+		l.offer(c)
+	}
+}
+
+// stop closes the connections waiting and those admitted but not yet accepted: the listener is gone.
+func (l *limitListener) stop() {
+	l.mu.Lock()
+	queue := l.queue
+	l.queue = nil
+	l.mu.Unlock()
+	for _, w := range queue {
+		w.timer.Stop()
+		_ = w.conn.Close()
+	}
+	for {
+		select {
+		case c := <-l.ready:
+			_ = c.Close()
+		default:
+			return
 		}
+	}
+}
+
+func isTemporary(err error) bool {
+	t, ok := err.(interface{ Temporary() bool })
+	return ok && t.Temporary()
+}
+
+// offer admits c, queues it for a place, or closes it.
+func (l *limitListener) offer(c net.Conn) {
+	if lc := l.admit(c); lc != nil {
+		l.ready <- lc
+		return
+	}
+	l.mu.Lock()
+	if len(l.queue) >= l.limits.waiting {
+		l.mu.Unlock()
 		l.refused.Add(1)
 		_ = c.Close()
+		return
+	}
+	w := &waiter{conn: c}
+	w.timer = time.AfterFunc(l.limits.readHeaderTimeout, func() { l.expire(w) })
+	l.queue = append(l.queue, w)
+	l.mu.Unlock()
+}
+
+// expire closes w if it is still waiting.
+func (l *limitListener) expire(w *waiter) {
+	l.mu.Lock()
+	i := slices.Index(l.queue, w)
+	if i >= 0 {
+		l.queue = slices.Delete(l.queue, i, i+1)
+	}
+	l.mu.Unlock()
+	if i >= 0 {
+		l.refused.Add(1)
+		_ = w.conn.Close()
 	}
 }
 
 // admit counts c, taking a place from another address's idle connection when the remote bound is
 // full (see limitListener); nil when c is past a bound.
 func (l *limitListener) admit(c net.Conn) *limitedConn {
-	addr := remoteAddr(c)
-	lc := &limitedConn{Conn: c, l: l, addr: addr, local: addr.IsValid() && l.local(addr)}
 	var victim *limitedConn
 	l.mu.Lock()
-	defer func() {
-		l.mu.Unlock()
-		if victim != nil {
-			_ = victim.Conn.Close()
-		}
-	}()
+	lc := l.admitLocked(c, &victim)
+	l.mu.Unlock()
+	if victim != nil {
+		_ = victim.Conn.Close()
+	}
+	return lc
+}
+
+// admitLocked is admit with l.mu held; a connection whose place it took is left in victim for the
+// caller to close (nil victim: take no place).
+func (l *limitListener) admitLocked(c net.Conn, victim **limitedConn) *limitedConn {
+	addr := remoteAddr(c)
+	lc := &limitedConn{Conn: c, l: l, addr: addr, local: addr.IsValid() && l.local(addr)}
 	mine := l.byAddr[addr]
 	switch {
 	case lc.local:
@@ -132,10 +236,13 @@ func (l *limitListener) admit(c net.Conn) *limitedConn {
 	case len(mine) >= l.limits.perAddress:
 		return nil
 	case l.remote >= l.limits.remote:
-		if victim = l.victimFor(len(mine)); victim == nil {
+		if victim == nil {
 			return nil
 		}
-		l.releaseLocked(victim)
+		if *victim = l.victimFor(len(mine)); *victim == nil {
+			return nil
+		}
+		l.releaseLocked(*victim)
 	}
 	l.accepted++
 	lc.seq, lc.counted = l.accepted, true
@@ -150,6 +257,23 @@ func (l *limitListener) admit(c net.Conn) *limitedConn {
 	}
 	mine[lc] = struct{}{}
 	return lc
+}
+
+// admitWaitingLocked admits the waiting connections that now fit, oldest first. Called with l.mu held.
+func (l *limitListener) admitWaitingLocked() {
+	kept := l.queue[:0]
+	for _, w := range l.queue {
+		if lc := l.admitLocked(w.conn, nil); lc != nil && w.timer.Stop() {
+			l.ready <- lc
+			continue
+		} else if lc != nil {
+			// Its time ran out as it was admitted: expire closes it.
+			l.releaseLocked(lc)
+		}
+		kept = append(kept, w)
+	}
+	clear(l.queue[len(kept):])
+	l.queue = kept
 }
 
 // victimFor is the connection a newcomer whose address holds held connections takes the place of: the
@@ -203,6 +327,20 @@ func (l *limitListener) connState(c net.Conn, state http.ConnState) {
 	}
 }
 
+// heldBy is how many connections the address holds.
+func (l *limitListener) heldBy(addr netip.Addr) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.byAddr[addr])
+}
+
+// waitingNow is how many connections wait for a place.
+func (l *limitListener) waitingNow() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.queue)
+}
+
 // held is how many connections remote clients and the pod itself hold.
 func (l *limitListener) held() (remote, loopback int) {
 	l.mu.Lock()
@@ -210,10 +348,15 @@ func (l *limitListener) held() (remote, loopback int) {
 	return l.remote, l.loopback
 }
 
-// Close closes the connection and gives its place back.
+// Close closes the connection and gives its place back, to a waiting connection if one fits.
 func (c *limitedConn) Close() error {
 	c.l.mu.Lock()
-	c.l.releaseLocked(c)
+	if c.counted {
+		c.l.releaseLocked(c)
+		if len(c.l.queue) > 0 {
+			c.l.admitWaitingLocked()
+		}
+	}
 	c.l.mu.Unlock()
 	return c.Conn.Close()
 }

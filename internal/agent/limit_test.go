@@ -88,7 +88,7 @@ func unfinishedHead(t *testing.T, from, addr string, headBytes int) (net.Conn, b
 	if _, err := io.WriteString(conn, head); err != nil {
 		return conn, false
 	}
-	_ = conn.SetReadDeadline(time.Now().Add(20 * time.Millisecond))
+	_ = conn.SetReadDeadline(time.Now().Add(2 * time.Millisecond))
 	_, err := conn.Read(make([]byte, 1))
 	return conn, errors.Is(err, os.ErrDeadlineExceeded)
 }
@@ -101,25 +101,26 @@ func TestPortsBoundWhatClientsHold(t *testing.T) {
 	for _, p := range startPorts(t, nil) {
 		t.Run(p.name, func(t *testing.T) {
 			headBytes := p.limits.maxHeaderBytes - 100
-			// One address: at most perAddress (or the whole bound) of its connections are held.
-			held := 0
+			// One address: at most perAddress (or the whole bound) of its connections are held, the rest
+			// wait for a place or are closed.
 			for range p.limits.perAddress + 20 {
-				if _, ok := unfinishedHead(t, "127.0.0.2", p.addr, headBytes); ok {
-					held++
-				}
+				unfinishedHead(t, "127.0.0.2", p.addr, headBytes)
 			}
-			if want := min(p.limits.perAddress, p.limits.remote); held != want {
+			if held, want := p.limited.heldBy(netip.MustParseAddr("127.0.0.2")), min(p.limits.perAddress, p.limits.remote); held != want {
 				t.Errorf("one address holds %d unfinished heads, want %d", held, want)
 			}
-			// Many addresses: the remote bound holds.
-			for i := 3; held < p.limits.remote+40; i++ {
+			// Many addresses: the remote bound holds, and the queue's.
+			for i, opened := 3, 0; opened < p.limits.remote+p.limits.waiting+40; i++ {
 				for range 16 {
 					unfinishedHead(t, fmt.Sprintf("127.0.0.%d", i), p.addr, headBytes)
-					held++
+					opened++
 				}
 			}
 			if remote, _ := p.limited.held(); remote > p.limits.remote {
 				t.Errorf("remote clients hold %d connections, past the bound %d", remote, p.limits.remote)
+			}
+			if waiting := p.limited.waitingNow(); waiting > p.limits.waiting {
+				t.Errorf("%d connections wait, past the bound %d", waiting, p.limits.waiting)
 			}
 			// The pod itself is served.
 			for range 3 {
@@ -158,19 +159,60 @@ func TestPortsBoundWhatClientsHold(t *testing.T) {
 func TestPortsBoundThePodsOwnConnections(t *testing.T) {
 	for _, p := range startPorts(t, func(l *portLimits) { l.loopback, l.remote, l.perAddress = 4, 4, 4 }) {
 		t.Run(p.name, func(t *testing.T) {
-			held := 0
 			for range 10 {
-				if _, ok := unfinishedHead(t, "127.0.0.1", p.addr, 10); ok {
-					held++
-				}
+				unfinishedHead(t, "127.0.0.1", p.addr, 10)
 			}
-			if held != 4 {
+			if _, held := p.limited.held(); held != 4 {
 				t.Errorf("the pod itself holds %d connections, want its bound 4", held)
 			}
 			if resp, err := clientFrom("127.0.0.2").Get("http://" + p.addr + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
 				t.Errorf("another pod's request while the pod's own bound is full: %v, %v", resp, err)
 			} else {
 				resp.Body.Close()
+			}
+		})
+	}
+}
+
+// TestPortsQueueConnectionsPastTheBounds: a connection past the bounds waits for a place and is
+// served once one is given back; past the queue's bound, or waiting past the head timeout, it is closed.
+func TestPortsQueueConnectionsPastTheBounds(t *testing.T) {
+	ports := startPorts(t, func(l *portLimits) {
+		l.loopback, l.remote, l.perAddress, l.waiting, l.readHeaderTimeout = 2, 2, 2, 1, 500*time.Millisecond
+	})
+	for _, p := range ports {
+		t.Run(p.name, func(t *testing.T) {
+			first, _ := unfinishedHead(t, "127.0.0.1", p.addr, 10)
+			unfinishedHead(t, "127.0.0.1", p.addr, 10)
+			served := make(chan error, 1)
+			go func() {
+				resp, err := clientFrom("127.0.0.1").Get("http://" + p.addr + "/healthz")
+				if err == nil {
+					resp.Body.Close()
+				}
+				served <- err
+			}()
+			for p.limited.waitingNow() == 0 {
+				time.Sleep(time.Millisecond)
+			}
+			// One past the queue's bound is closed.
+			over := dialFrom(t, "127.0.0.1", p.addr)
+			defer over.Close()
+			_ = over.SetReadDeadline(time.Now().Add(2 * time.Second))
+			if _, err := over.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Error("a connection past the queue's bound is still open")
+			}
+			first.Close()
+			if err := <-served; err != nil {
+				t.Errorf("the waiting request once a place was given back: %v", err)
+			}
+			// A connection waiting past the head timeout is closed.
+			unfinishedHead(t, "127.0.0.1", p.addr, 10)
+			late := dialFrom(t, "127.0.0.1", p.addr)
+			defer late.Close()
+			_ = late.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if _, err := late.Read(make([]byte, 1)); errors.Is(err, os.ErrDeadlineExceeded) {
+				t.Error("a connection waiting past the head timeout is still open")
 			}
 		})
 	}
