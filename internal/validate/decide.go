@@ -51,11 +51,11 @@ func (r *Requester) serviceAccount() (namespace, name string, ok bool) {
 }
 
 func (p *Policy) exempt(r *Requester) bool {
-	if p.exemptUsers[r.Username] || strings.HasPrefix(r.Username, p.ownAccounts) {
+	if strings.HasPrefix(r.Username, p.ownAccounts) || p.exemptUsers.has(r.Username) {
 		return true
 	}
 	for _, g := range r.Groups {
-		if p.exemptGroups[g] {
+		if p.exemptGroups.has(g) {
 			return true
 		}
 	}
@@ -211,22 +211,32 @@ func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict
 	if req.Namespace == "" || (req.Group == "" && req.Resource == "namespaces") {
 		return Verdict{Reason: NotGuarded}
 	}
-	rules := p.rules[groupResource{req.Group, req.Resource}]
+	rules := p.rules.lookup(req.Group, req.Resource)
 	if !slices.ContainsFunc(rules, func(r rule) bool { return !slices.Contains(r.exclude, req.Subresource) }) {
 		return Verdict{Reason: NotGuarded}
 	}
 	if p.exempt(req.Requester) {
 		return Verdict{Reason: Exempt}
 	}
+	// Only service accounts are gated: a person or a controller that is none passes every guard.
 	saNamespace, saName, isServiceAccount := req.Requester.serviceAccount()
-	op := opBits[req.Operation] | impliedOps(req)
+	if !isServiceAccount {
+		return Verdict{Reason: NotGated}
+	}
+	op := opBit(req.Operation) | impliedOps(req)
 	worst := Verdict{Reason: NotGated}
-	for _, r := range rules {
+	var who requesterPod // read from the requester once, by the first guard that gates it
+	for i := range rules {
+		r := &rules[i]
 		g := r.guard
-		if r.ops&op == 0 || slices.Contains(r.exclude, req.Subresource) || (g.namespaces != nil && !g.namespaces[req.Namespace]) || !isServiceAccount || !g.gates(saNamespace, saName) {
+		if r.ops&op == 0 || slices.Contains(r.exclude, req.Subresource) || (g.namespaces != nil && !g.namespaces.has(req.Namespace)) || !g.gates(saNamespace, saName) {
 			continue
 		}
-		v := p.decideGuard(g, req, leases, now)
+		if !who.read {
+			who = requesterPod{read: true, saNamespace: saNamespace, saName: saName}
+			who.name, who.uid, who.ok = req.Requester.Pod()
+		}
+		v := p.decideGuard(g, req.Namespace, &who, leases, now)
 		if v.Outcome > worst.Outcome || worst.Reason == NotGated {
 			worst = v
 		}
@@ -234,18 +244,26 @@ func (p *Policy) Decide(req *Request, leases LeaseGetter, now time.Time) Verdict
 	return worst
 }
 
-func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now time.Time) Verdict {
+// requesterPod is what the guards read of a requester that is a service account: its pod (ok false when
+// its token is bound to none) and its service account.
+type requesterPod struct {
+	read                bool
+	name, uid           string
+	ok                  bool
+	saNamespace, saName string
+}
+
+func (p *Policy) decideGuard(g *guard, namespace string, who *requesterPod, leases LeaseGetter, now time.Time) Verdict {
 	v := Verdict{Guard: g.name, LeaseNamespace: g.leaseNamespace, LeaseName: g.leaseName}
 	if v.LeaseNamespace == "" {
-		v.LeaseNamespace = req.Namespace
+		v.LeaseNamespace = namespace
 	}
-	podName, podUID, ok := req.Requester.Pod()
-	if !ok {
+	if !who.ok {
 		v.Reason, v.Outcome = NoPodIdentity, outcomeOf(p.missingIdentity)
 		return v
 	}
 	if g.multiCluster {
-		return p.decideMultiCluster(g, v, req.Requester, leases, now)
+		return p.decideMultiCluster(g, v, who, leases, now)
 	}
 	l, found := leases.Get(v.LeaseNamespace, v.LeaseName)
 	if !found {
@@ -258,17 +276,17 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 	if format == nil {
 		format = defaultHolderFormat(l)
 	}
-	switch {
+	switch names := j.State == lease.Held && format.Names(j.Holder, who.name, who.uid); {
 	case j.State == lease.Released:
 		v.Reason = LeaseReleased
 	case j.State == lease.Expired:
 		v.Reason = LeaseExpired
-	case format.Names(j.Holder, podName, podUID) && g.namesPodOf(format, req.Requester, v.LeaseNamespace):
+	case names && g.namesPodOf(format, who.saNamespace, who.saName, v.LeaseNamespace):
 		v.Reason = HoldsLease
 		return v
-	case format.Names(j.Holder, podName, podUID):
+	case names:
 		v.Reason = HolderInOtherNamespace
-	case !format.Fits(j.Holder) && strings.Contains(j.Holder, podName):
+	case !format.Fits(j.Holder) && strings.Contains(j.Holder, who.name):
 		// Likely the requester itself, written in a format the guard does not read: say so, or the
 		// guard's author would see the leader fenced for no visible reason.
 		v.Reason, v.HolderFormat = HolderFormatMismatch, format.String()
@@ -283,8 +301,7 @@ func (p *Policy) decideGuard(g *guard, req *Request, leases LeaseGetter, now tim
 // as global leader, before its validUntil (v1alpha1's LocalLeader, the judgement the candidates use).
 // Once another cluster's candidate has won, this cluster's old leader is refused by its own API server:
 // its validUntil passes before the other cluster can win, whether or not this cluster heard of it.
-func (p *Policy) decideMultiCluster(g *guard, v Verdict, requester *Requester, leases LeaseGetter, now time.Time) Verdict {
-	podName, podUID, _ := requester.Pod()
+func (p *Policy) decideMultiCluster(g *guard, v Verdict, who *requesterPod, leases LeaseGetter, now time.Time) Verdict {
 	m, found := leases.MultiClusterLease(v.LeaseNamespace, v.LeaseName)
 	if !found {
 		v.Reason, v.Outcome = LeaseMissing, outcomeOf(g.enforcement)
@@ -298,13 +315,14 @@ func (p *Policy) decideMultiCluster(g *guard, v Verdict, requester *Requester, l
 	if format == nil {
 		format = lease.ClientGoFormat
 	}
-	switch holder := m.Status.LocalLeader(now); {
+	holder := m.Status.LocalLeader(now)
+	switch names := holder != "" && format.Names(holder, who.name, who.uid); {
 	case holder == "":
 		v.Reason = GlobalLeaderElsewhere
-	case format.Names(holder, podName, podUID) && g.namesPodOf(format, requester, v.LeaseNamespace):
+	case names && g.namesPodOf(format, who.saNamespace, who.saName, v.LeaseNamespace):
 		v.Reason = HoldsLease
 		return v
-	case format.Names(holder, podName, podUID):
+	case names:
 		v.Reason = HolderInOtherNamespace
 	default:
 		v.Reason = HeldByAnother
