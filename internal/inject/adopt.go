@@ -25,10 +25,6 @@ type LockReader interface {
 // service account the right to take it, and nothing but that controller's own election would stand in
 // the way. adoptLeases lets a cluster admin hand such a lease over to leasegate on purpose.
 func checkLocks(pod *corev1.Pod, status Status, cfg *config.Config, locks LockReader) error {
-	path := field.NewPath("metadata", "annotations").Key(contract.Lease)
-	if status.Lease == "" {
-		path = field.NewPath("metadata", "annotations").Key(contract.Elections)
-	}
 	var errs field.ErrorList
 	for _, name := range status.LeaseNames() {
 		kind, managed, holder, found := readLock(locks, pod.Namespace, name, status.LeaseKind == contract.LeaseKindMultiClusterLease)
@@ -37,6 +33,10 @@ func checkLocks(pod *corev1.Pod, status Status, cfg *config.Config, locks LockRe
 		}
 		if holder == "" {
 			holder = "nobody"
+		}
+		path := annotationsPath.Key(contract.Lease)
+		if status.Lease == "" {
+			path = annotationsPath.Key(contract.Elections)
 		}
 		errs = append(errs, field.Invalid(path, name, fmt.Sprintf(
 			"%s %s/%s is not leasegate's (held by %s): another controller elects on it, and this pod's agent would get the right to take it; "+

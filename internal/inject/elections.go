@@ -78,14 +78,18 @@ func settleTiming(explicit explicitTiming, defaults lease.Timing, margin time.Du
 		}
 		t = derived
 	}
-	for field, value := range map[*time.Duration]*time.Duration{
-		&t.LeaseDuration: explicit.leaseDuration, &t.RenewDeadline: explicit.renewDeadline, &t.RetryPeriod: explicit.retryPeriod,
+	for _, set := range [...]struct{ field, value *time.Duration }{
+		{&t.LeaseDuration, explicit.leaseDuration}, {&t.RenewDeadline, explicit.renewDeadline}, {&t.RetryPeriod, explicit.retryPeriod},
 	} {
-		if value != nil {
-			*field = *value
+		if set.value != nil {
+			*set.field = *set.value
 		}
 	}
-	if fe := config.TimingFieldError(t.Validate(), pathOf, "retry-period < renew-deadline < lease-duration"); fe != nil {
+	err := t.Validate()
+	if err == nil {
+		return t, nil // most pods: no need to look for a field at fault
+	}
+	if fe := config.TimingFieldError(err, pathOf, "retry-period < renew-deadline < lease-duration"); fe != nil {
 		fe.Detail += fmt.Sprintf(" (lease duration %s, renew deadline %s, retry period %s; unset values come from the takeover objective or the leasegate-config defaults)",
 			t.LeaseDuration, t.RenewDeadline, t.RetryPeriod)
 		return t, field.ErrorList{fe}

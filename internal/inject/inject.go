@@ -179,9 +179,15 @@ type plan struct {
 	version      string
 }
 
+// annotationsPath is metadata.annotations, where every error of injection points. A Path is never
+// changed once made (Key and Child make new ones), so one serves every request.
+var annotationsPath = field.NewPath("metadata", "annotations")
+
+var takeoverPath = annotationsPath.Key(contract.Takeover)
+
 func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 	cfg := opts.Config
-	annotations := field.NewPath("metadata", "annotations")
+	annotations := annotationsPath
 	var errs field.ErrorList
 
 	p := &plan{
@@ -216,7 +222,7 @@ func planFor(pod *corev1.Pod, opts Options) (*plan, error) {
 			var settleErrs field.ErrorList
 			e.timing, settleErrs = settleTiming(podDefaults, cfg.Election.Timing(), p.margin, func(f lease.TimingField) *field.Path {
 				return annotations.Key(timingFields[f].annotation)
-			}, annotations.Key(contract.Takeover))
+			}, takeoverPath)
 			errs = append(errs, settleErrs...)
 		}
 		if v, ok := pod.Annotations[contract.Readiness]; ok {
@@ -311,18 +317,22 @@ func planLeaseKind(podAnnotations map[string]string, p *plan, caps Capabilities,
 // freePort is the first port from want upward that no container of the pod declares: the agent shares
 // the pod's network namespace, so a clash would stop one of them from listening.
 func freePort(pod *corev1.Pod, want int32) int32 {
-	used := map[int32]bool{}
-	for _, containers := range [][]corev1.Container{pod.Spec.InitContainers, pod.Spec.Containers} {
-		for _, c := range containers {
-			for _, port := range c.Ports {
-				used[port.ContainerPort] = true
-			}
-		}
-	}
-	for used[want] {
+	for declared(pod.Spec.InitContainers, want) || declared(pod.Spec.Containers, want) {
 		want++
 	}
 	return want
+}
+
+// declared reports whether a container declares port.
+func declared(containers []corev1.Container, port int32) bool {
+	for i := range containers {
+		for _, p := range containers[i].Ports {
+			if p.ContainerPort == port {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // startElection is the election whose leadership the app containers wait for (start: leader), or nil.
@@ -337,7 +347,7 @@ func (p *plan) startElection() *election {
 
 func (p *plan) apply(pod *corev1.Pod) {
 	agentURL := "http://127.0.0.1:" + strconv.Itoa(int(p.port))
-	appEnv := downwardEnv()
+	appEnv := downwardEnv(len(p.elections) + 1)
 	if p.multi {
 		for _, e := range p.elections {
 			appEnv = append(appEnv, corev1.EnvVar{Name: envName(e.name), Value: e.lease})
@@ -358,7 +368,10 @@ func (p *plan) apply(pod *corev1.Pod) {
 		agent.RestartPolicy = ptr.To(corev1.ContainerRestartPolicyAlways)
 		// First, so that the agent runs before the other init containers and, with start: leader,
 		// holds them back until this pod leads.
-		pod.Spec.InitContainers = append([]corev1.Container{agent}, pod.Spec.InitContainers...)
+		initContainers := make([]corev1.Container, 1+len(pod.Spec.InitContainers))
+		initContainers[0] = agent
+		copy(initContainers[1:], pod.Spec.InitContainers)
+		pod.Spec.InitContainers = initContainers
 	} else {
 		pod.Spec.Containers = append(pod.Spec.Containers, agent)
 	}
@@ -408,26 +421,44 @@ func (p *plan) apply(pod *corev1.Pod) {
 // container is the agent container.
 func (p *plan) container() corev1.Container {
 	port := intstr.FromInt32(p.port)
+	// The agent's probes, allocated together: one allocation instead of two a probe.
+	var probes *struct {
+		probe [3]corev1.Probe
+		get   [3]corev1.HTTPGetAction
+	}
+	n := 0
 	probe := func(path string, period, failures int32) *corev1.Probe {
-		return &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: port}},
+		if probes == nil {
+			probes = &struct {
+				probe [3]corev1.Probe
+				get   [3]corev1.HTTPGetAction
+			}{}
+		}
+		get, pr := &probes.get[n], &probes.probe[n]
+		n++
+		*get = corev1.HTTPGetAction{Path: path, Port: port}
+		*pr = corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: get},
 			PeriodSeconds:    period,
 			FailureThreshold: failures,
 			TimeoutSeconds:   1,
 		}
+		return pr
 	}
 	readinessPeriod := int32(5)
 	if slices.ContainsFunc(p.elections, func(e election) bool { return e.readiness == contract.ReadinessLeader }) {
 		// Endpoints follow leadership: probe often, so a Service points at the new leader quickly.
 		readinessPeriod = 1
 	}
+	var resources corev1.ResourceRequirements
+	p.agent.Resources.DeepCopyInto(&resources)
 	c := corev1.Container{
 		Name:                     AgentContainer,
 		Image:                    p.agent.Image,
 		ImagePullPolicy:          p.agent.ImagePullPolicy,
 		Env:                      p.agentEnv(),
 		Ports:                    []corev1.ContainerPort{{Name: "leasegate", ContainerPort: p.port, Protocol: corev1.ProtocolTCP}},
-		Resources:                *p.agent.Resources.DeepCopy(),
+		Resources:                resources,
 		LivenessProbe:            probe(contract.AgentHealthPath, 10, 3),
 		ReadinessProbe:           probe(contract.AgentReadyPath, readinessPeriod, 1),
 		VolumeMounts:             []corev1.VolumeMount{{Name: tokenVolume, MountPath: tokenPath, ReadOnly: true}},
@@ -449,7 +480,9 @@ func (p *plan) container() corev1.Container {
 // agentEnv configures the agent: what to elect on (one lease with its timing and readiness, or
 // LEASEGATE_ELECTIONS), the clock skew margin the fence uses too, and the port.
 func (p *plan) agentEnv() []corev1.EnvVar {
-	env := append(downwardEnv(), p.electionEnv()...)
+	// Room for the election's four, the margin, the lease kind, readiness, on loss (two), the address, and
+	// the gate's six (gatePlan.apply): one allocation.
+	env := append(downwardEnv(16), p.electionEnv()...)
 	env = append(env, corev1.EnvVar{Name: contract.EnvClockSkewMargin, Value: p.margin.String()})
 	if p.multiCluster {
 		env = append(env, corev1.EnvVar{Name: contract.EnvLeaseKind, Value: contract.LeaseKindMultiClusterLease})
@@ -488,20 +521,28 @@ func (p *plan) electionEnv() []corev1.EnvVar {
 	}
 }
 
-// downwardEnv is the pod's identity from the downward API.
-func downwardEnv() []corev1.EnvVar {
-	field := func(name, path string) corev1.EnvVar {
-		return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}}}
+// downwardEnv is the pod's identity from the downward API, in a slice with room for spare more. Its
+// sources are allocated together, one allocation for the three.
+func downwardEnv(spare int) []corev1.EnvVar {
+	refs := &struct {
+		source [3]corev1.EnvVarSource
+		field  [3]corev1.ObjectFieldSelector
+	}{}
+	field := func(i int, name, path string) corev1.EnvVar {
+		refs.field[i] = corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}
+		refs.source[i] = corev1.EnvVarSource{FieldRef: &refs.field[i]}
+		return corev1.EnvVar{Name: name, ValueFrom: &refs.source[i]}
 	}
-	return []corev1.EnvVar{
-		field(contract.EnvPodName, "metadata.name"),
-		field(contract.EnvPodNamespace, "metadata.namespace"),
-		field(contract.EnvPodUID, "metadata.uid"),
-	}
+	return append(make([]corev1.EnvVar, 0, 3+spare),
+		field(0, contract.EnvPodName, "metadata.name"),
+		field(1, contract.EnvPodNamespace, "metadata.namespace"),
+		field(2, contract.EnvPodUID, "metadata.uid"),
+	)
 }
 
 // addEnv appends each variable the container does not set itself: a user's own value wins.
 func addEnv(c *corev1.Container, vars []corev1.EnvVar) {
+	c.Env = slices.Grow(c.Env, len(vars))
 	for _, v := range vars {
 		if !slices.ContainsFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == v.Name }) {
 			c.Env = append(c.Env, v)
@@ -510,23 +551,32 @@ func addEnv(c *corev1.Container, vars []corev1.EnvVar) {
 }
 
 func tokenVolumeSource() corev1.Volume {
-	return corev1.Volume{
-		Name: tokenVolume,
-		VolumeSource: corev1.VolumeSource{Projected: &corev1.ProjectedVolumeSource{
-			// Readable by the agent's non-root user whatever the pod's fsGroup; only the agent mounts it.
-			DefaultMode: ptr.To[int32](0o444),
-			Sources: []corev1.VolumeProjection{
-				{ServiceAccountToken: &corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: ptr.To[int64](tokenExpirationSeconds)}},
-				{ConfigMap: &corev1.ConfigMapProjection{
-					LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"},
-					Items:                []corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
-				}},
-				{DownwardAPI: &corev1.DownwardAPIProjection{Items: []corev1.DownwardAPIVolumeFile{{
-					Path: "namespace", FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
-				}}}},
-			},
-		}},
+	// Every part of the volume in one allocation, not eleven.
+	v := &struct {
+		projected   corev1.ProjectedVolumeSource
+		mode        int32
+		expiration  int64
+		sources     [3]corev1.VolumeProjection
+		token       corev1.ServiceAccountTokenProjection
+		configMap   corev1.ConfigMapProjection
+		caItems     [1]corev1.KeyToPath
+		downwardAPI corev1.DownwardAPIProjection
+		files       [1]corev1.DownwardAPIVolumeFile
+		namespace   corev1.ObjectFieldSelector
+	}{
+		// Readable by the agent's non-root user whatever the pod's fsGroup; only the agent mounts it.
+		mode:       0o444,
+		expiration: tokenExpirationSeconds,
+		caItems:    [1]corev1.KeyToPath{{Key: "ca.crt", Path: "ca.crt"}},
+		namespace:  corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.namespace"},
 	}
+	v.token = corev1.ServiceAccountTokenProjection{Path: "token", ExpirationSeconds: &v.expiration}
+	v.configMap = corev1.ConfigMapProjection{LocalObjectReference: corev1.LocalObjectReference{Name: "kube-root-ca.crt"}, Items: v.caItems[:]}
+	v.files[0] = corev1.DownwardAPIVolumeFile{Path: "namespace", FieldRef: &v.namespace}
+	v.downwardAPI = corev1.DownwardAPIProjection{Items: v.files[:]}
+	v.sources = [3]corev1.VolumeProjection{{ServiceAccountToken: &v.token}, {ConfigMap: &v.configMap}, {DownwardAPI: &v.downwardAPI}}
+	v.projected = corev1.ProjectedVolumeSource{DefaultMode: &v.mode, Sources: v.sources[:]}
+	return corev1.Volume{Name: tokenVolume, VolumeSource: corev1.VolumeSource{Projected: &v.projected}}
 }
 
 func hasContainer(pod *corev1.Pod, name string) bool {

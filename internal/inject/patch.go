@@ -1,6 +1,7 @@
 package inject
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -19,30 +20,32 @@ import (
 // than its decoding. TestHandlerPatchReproducesInject applies the patch to every golden input and checks
 // the result is exactly Inject's.
 func patch(orig, injected *corev1.Pod) []jsonpatch.Operation {
-	var ops []jsonpatch.Operation
+	// A typical pod's patch: the label, the annotation, the service account, the agent, an env per
+	// container and the volume.
+	ops := make([]jsonpatch.Operation, 0, 6+len(orig.Spec.Containers))
 	ops = addEntries(ops, "/metadata/labels", orig.Labels, injected.Labels)
 	ops = addEntries(ops, "/metadata/annotations", orig.Annotations, injected.Annotations)
 	if orig.Spec.ServiceAccountName != injected.Spec.ServiceAccountName {
-		ops = append(ops, add("/spec/serviceAccountName", injected.Spec.ServiceAccountName))
+		ops = append(ops, add("/spec/serviceAccountName", &injected.Spec.ServiceAccountName))
 	}
 	if n := len(injected.Spec.InitContainers) - len(orig.Spec.InitContainers); n > 0 {
 		// A native sidecar is prepended, so it starts before the existing init containers.
 		if len(orig.Spec.InitContainers) == 0 {
-			ops = append(ops, add("/spec/initContainers", injected.Spec.InitContainers))
+			ops = append(ops, add("/spec/initContainers", &injected.Spec.InitContainers))
 		} else {
 			for i := n - 1; i >= 0; i-- {
-				ops = append(ops, add("/spec/initContainers/0", injected.Spec.InitContainers[i]))
+				ops = append(ops, add("/spec/initContainers/0", &injected.Spec.InitContainers[i]))
 			}
 		}
 	}
 	for i := range orig.Spec.Containers {
-		path := "/spec/containers/" + strconv.Itoa(i)
+		path := containerPath{i}
 		before, after := &orig.Spec.Containers[i], &injected.Spec.Containers[i]
-		ops = addItems(ops, path+"/env", before.Env, after.Env)
-		ops = replaceChanged(ops, path+"/ports", before.Ports, after.Ports, len(before.Ports) > 0, len(after.Ports) > 0)
-		ops = replaceChanged(ops, path+"/livenessProbe", before.LivenessProbe, after.LivenessProbe, before.LivenessProbe != nil, after.LivenessProbe != nil)
-		ops = replaceChanged(ops, path+"/readinessProbe", before.ReadinessProbe, after.ReadinessProbe, before.ReadinessProbe != nil, after.ReadinessProbe != nil)
-		ops = replaceChanged(ops, path+"/startupProbe", before.StartupProbe, after.StartupProbe, before.StartupProbe != nil, after.StartupProbe != nil)
+		ops = addItems(ops, path.field("env"), before.Env, after.Env)
+		ops = replacePorts(ops, path, before.Ports, after.Ports)
+		ops = replaceProbe(ops, path, "livenessProbe", before.LivenessProbe, after.LivenessProbe)
+		ops = replaceProbe(ops, path, "readinessProbe", before.ReadinessProbe, after.ReadinessProbe)
+		ops = replaceProbe(ops, path, "startupProbe", before.StartupProbe, after.StartupProbe)
 	}
 	ops = addItems(ops, "/spec/containers", orig.Spec.Containers, injected.Spec.Containers)
 	return addItems(ops, "/spec/volumes", orig.Spec.Volumes, injected.Spec.Volumes)
@@ -54,12 +57,38 @@ func addItems[T any](ops []jsonpatch.Operation, path string, before, after []T) 
 	case len(after) == len(before):
 		return ops
 	case len(before) == 0:
-		return append(ops, add(path, after))
+		return append(ops, add(path, &after)) // a pointer, which marshals as the slice, boxes without allocating
 	}
-	for _, item := range after[len(before):] {
-		ops = append(ops, add(path+"/-", item))
+	for i := len(before); i < len(after); i++ {
+		ops = append(ops, add(path+"/-", &after[i]))
 	}
 	return ops
+}
+
+// containerPath is /spec/containers/<i>, built only for an operation on one of its fields: most
+// containers get only env.
+type containerPath struct{ i int }
+
+func (c containerPath) field(name string) string {
+	return "/spec/containers/" + strconv.Itoa(c.i) + "/" + name
+}
+
+// replacePorts is replaceChanged for a container's ports. A ContainerPort is comparable, and empty and
+// nil lists are alike (as to equality.Semantic): slices.Equal decides as DeepEqual did, without
+// reflection.
+func replacePorts(ops []jsonpatch.Operation, path containerPath, before, after []corev1.ContainerPort) []jsonpatch.Operation {
+	if slices.Equal(before, after) {
+		return ops
+	}
+	return replaceChanged(ops, path.field("ports"), &before, &after, len(before) > 0, len(after) > 0)
+}
+
+// replaceProbe is replaceChanged for one of a container's probes.
+func replaceProbe(ops []jsonpatch.Operation, path containerPath, name string, before, after *corev1.Probe) []jsonpatch.Operation {
+	if before == nil && after == nil {
+		return ops
+	}
+	return replaceChanged(ops, path.field(name), before, after, before != nil, after != nil)
 }
 
 // addEntries adds the entries of after that before lacks, to the map at path or as a new map.
@@ -69,7 +98,7 @@ func addEntries(ops []jsonpatch.Operation, path string, before, after map[string
 	}
 	for key, value := range after {
 		if old, ok := before[key]; !ok || old != value {
-			ops = append(ops, add(path+"/"+escapePointer(key), value))
+			ops = append(ops, add(entryPath(path, key), value))
 		}
 	}
 	return ops
@@ -92,7 +121,22 @@ func add(path string, value any) jsonpatch.Operation {
 	return jsonpatch.Operation{Operation: "add", Path: path, Value: value}
 }
 
-// pointerEscaper escapes a map key for a JSON pointer (RFC 6901): "~" as "~0", "/" as "~1".
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
-
-func escapePointer(key string) string { return pointerEscaper.Replace(key) }
+// entryPath is the JSON pointer (RFC 6901) to the entry key of the map at path: the key escaped, "~" as
+// "~0" and "/" as "~1" (a label's or annotation's prefix has one), built in one allocation.
+func entryPath(path, key string) string {
+	var b strings.Builder
+	b.Grow(len(path) + 1 + len(key) + strings.Count(key, "~") + strings.Count(key, "/"))
+	b.WriteString(path)
+	b.WriteByte('/')
+	for i := 0; i < len(key); i++ {
+		switch c := key[i]; c {
+		case '~':
+			b.WriteString("~0")
+		case '/':
+			b.WriteString("~1")
+		default:
+			b.WriteByte(c)
+		}
+	}
+	return b.String()
+}
