@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -61,10 +62,34 @@ func startReplicas(ctx context.Context, namespace string, args func(pod *process
 	return replicas
 }
 
+// unshareUTS is the unshare flags that give a replica a UTS namespace of its own, where it sets its pod's
+// name as hostname: `--uts` as root; as another user, in a user namespace of its own too, where the kernel
+// lets unprivileged users make one. An error when neither works here: the specs that run replicas skip.
+var unshareUTS = sync.OnceValues(func() ([]string, error) {
+	var tried []string
+	for _, flags := range [][]string{{"--uts"}, {"--user", "--map-root-user", "--uts"}} {
+		out, err := exec.Command("unshare", append(flags, "hostname", "ctrl-probe")...).CombinedOutput()
+		if err == nil {
+			return flags, nil
+		}
+		why := err.Error()
+		if said := strings.TrimSpace(string(out)); said != "" {
+			why += ": " + said
+		}
+		tried = append(tried, fmt.Sprintf("`unshare %s`: %s", strings.Join(flags, " "), why))
+	}
+	return nil, fmt.Errorf("needs root, or unprivileged user namespaces, for a UTS namespace per replica (its hostname is its pod's "+
+		"name, as in a pod); as uid %d here: %s", os.Geteuid(), strings.Join(tried, "; "))
+})
+
 // run starts the replica's process, and starts it again each time it exits until stop is called.
 func (r *replica) run(args []string) error {
 	start := func() (*process.Process, error) {
-		cmd := exec.Command("unshare", append([]string{"--uts", "sh", "-c", `hostname "$0" && exec "$@"`, r.pod.Name}, args...)...)
+		unshare, err := unshareUTS()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command("unshare", append(append(unshare, "sh", "-c", `hostname "$0" && exec "$@"`, r.pod.Name), args...)...)
 		cmd.Env = []string{"KUBECONFIG=" + r.pod.Kubeconfig, "POD_NAME=" + r.pod.Name, "PATH=/usr/bin:/bin:/usr/sbin:/sbin"}
 		return process.StartProcess(cmd)
 	}
@@ -156,6 +181,12 @@ func withHolderFormat(config, holderFormat string) string {
 }
 
 var _ = Describe("The fence on controllers that elect themselves", Serial, func() {
+	BeforeEach(func() {
+		if _, err := unshareUTS(); err != nil {
+			Skip(err.Error())
+		}
+	})
+
 	DescribeTable("fences the replica that does not hold the lease, reading the holder in the controller's own format",
 		func(ctx SpecContext, pkg, holderFormat, holderPattern string) {
 			ns := newNamespace(ctx)
