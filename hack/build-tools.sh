@@ -8,25 +8,6 @@ tools="$bin_dir/tools"
 mkdir -p "$tools"
 tools=$(cd "$tools" && pwd)
 
-# build_in_module <module@version> <package> <output> [go.mod lines...]: builds one package in a throwaway
-# module, so none of these tools' dependencies enter leasegate's go.mod.
-build_in_module() {
-  local module=$1 pkg=$2 out=$3
-  shift 3
-  local work
-  work=$(mktemp -d)
-  trap 'rm -rf "$work"' RETURN
-  (
-    cd "$work"
-    printf 'module leasegate.local/tools\n\ngo 1.26\n' >go.mod
-    for line in "$@"; do echo "$line" >>go.mod; done
-    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
-    quiet env GOFLAGS=-mod=mod go get "$module"
-    quiet env GOFLAGS=-mod=mod go mod tidy
-    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath -ldflags "-s -w ${LDFLAGS:-}" -o "$out" "$pkg"
-  )
-}
-
 helm="$tools/helm-$HELM_VERSION"
 if [[ -x $helm ]]; then
   log "helm $HELM_VERSION is cached"

@@ -1,7 +1,8 @@
 # Sourced by the hack/ build scripts, with the prefix their log lines carry:
 #   source "$(dirname "$0")/lib.sh" controlplane
 # It sets what they all need: strict mode, `here` (this folder), the pinned versions, `bin_dir` (BIN_DIR
-# or bin/), `log`, and `quiet`, which runs a noisy command and shows its output only when it fails.
+# or bin/), `log`, `quiet`, which runs a noisy command and shows its output only when it fails, and
+# `build_in_module`, which builds a tool's package in a module of its own.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -30,4 +31,25 @@ quiet() {
     printf '%s\n' "$out" >&2
     return 1
   fi
+}
+
+# build_in_module <module@version> <package> <output> [go.mod lines...]: builds one package in a throwaway
+# module, so none of these tools' dependencies enter leasegate's go.mod. LDFLAGS and TAGS (build tags)
+# are passed on; the output appears only once the build has succeeded.
+build_in_module() {
+  local module=$1 pkg=$2 out=$3
+  shift 3
+  local work
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' RETURN
+  (
+    cd "$work"
+    printf 'module leasegate.local/tools\n\ngo 1.26\n' >go.mod
+    for line in "$@"; do echo "$line" >>go.mod; done
+    printf '//go:build tools\n\npackage tools\n\nimport _ "%s"\n' "$pkg" >tools.go
+    quiet env GOFLAGS=-mod=mod go get "$module"
+    quiet env GOFLAGS=-mod=mod go mod tidy
+    CGO_ENABLED=0 GOFLAGS=-mod=mod go build -trimpath ${TAGS:+-tags "$TAGS"} -ldflags "-s -w ${LDFLAGS:-}" -o "$out.tmp" "$pkg"
+    mv "$out.tmp" "$out"
+  )
 }

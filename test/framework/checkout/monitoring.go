@@ -5,28 +5,33 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"sigs.k8s.io/yaml"
 )
 
-// Promtool is the path of promtool, or an error that says how to install it.
+// Promtool is the path of the pinned promtool `make promtool` builds, or an error that says how to build it.
 func Promtool() (string, error) {
 	return prometheusBinary("promtool")
 }
 
-// PrometheusServer is the path of prometheus, or an error that says how to install it.
+// PrometheusServer is the path of the pinned prometheus `make prometheus` builds, or an error that says
+// how to build it.
 func PrometheusServer() (string, error) {
 	return prometheusBinary("prometheus")
 }
 
+// prometheusBinary is bin/tools/prometheus-<PROMETHEUS_VERSION>/<name>: the version hack/versions.env
+// pins, never whatever is on PATH (Debian's is 2.42).
 func prometheusBinary(name string) (string, error) {
-	path, err := exec.LookPath(name)
+	v, err := PinnedVersions()
 	if err != nil {
-		return "", fmt.Errorf("%s is not on PATH: the alert and dashboard tests need it; install Debian's prometheus package "+
-			"(`apt-get install -y prometheus`, which ships /usr/bin/promtool and /usr/bin/prometheus; .ci/run does when it is missing)", name)
+		return "", err
+	}
+	path := filepath.Join(RepoRoot(), "bin", "tools", "prometheus-"+v["PROMETHEUS_VERSION"], name)
+	if _, err := os.Stat(path); err != nil {
+		return "", fmt.Errorf("%s is missing: run `make %s`, which builds it from the Go module proxy", path, name)
 	}
 	return path, nil
 }

@@ -17,7 +17,8 @@ import (
 	"github.com/leasegate/leasegate/test/framework/checkout"
 )
 
-// Prometheus is a real Prometheus server (Debian's binary) run by the harness on loopback.
+// Prometheus is a real Prometheus server (the pinned one `make prometheus` builds) run by the harness on
+// loopback.
 type Prometheus struct {
 	URL     string
 	process *Process
