@@ -18,6 +18,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/gate"
+	"github.com/leasegate/leasegate/internal/gate/rules"
 	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/leaseelection"
@@ -133,7 +134,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 func (a *Agent) newGate() error {
 	s := a.settings.Gate
 	a.gated = a.election(s.Election)
-	policy, err := gate.NewPolicy(s.Methods, s.GRPCMethods)
+	policy, err := rules.NewPolicy(s.Methods, s.GRPCMethods)
 	if err != nil {
 		return err
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/internal/gate"
+	"github.com/leasegate/leasegate/internal/gate/rules"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -65,7 +65,7 @@ type GateSettings struct {
 	// Upstream is the app's address, "127.0.0.1:<port>"; empty: no gate.
 	Upstream string
 	Listen   string
-	// Methods and GRPCMethods are what mutates; see gate.NewPolicy.
+	// Methods and GRPCMethods are what mutates; see rules.NewPolicy.
 	Methods, GRPCMethods string
 	// Election is the election whose leader may mutate; the only one when empty.
 	Election string
@@ -172,13 +172,13 @@ func (s Settings) electionNames() []string {
 	return names
 }
 
-// checkElection checks a setting that names one of the agent's elections (gate.CheckElection's rules).
+// checkElection checks a setting that names one of the agent's elections (rules.CheckElection's rules).
 func (s Settings) checkElection(name string) error {
 	names := s.electionNames()
 	if len(names) == 0 {
 		return nil // no valid election: that is reported already
 	}
-	return gate.CheckElection(name, names)
+	return rules.CheckElection(name, names)
 }
 
 // DefaultGateListen is where the gate listens unless told otherwise: the port after the agent's.
@@ -188,7 +188,7 @@ func defaultSettings() Settings {
 	return Settings{
 		Timing: lease.DefaultTiming, ClockSkewMargin: lease.DefaultClockSkewMargin, Readiness: ReadinessHealth, Listen: ":" + strconv.Itoa(contract.AgentPort),
 		Gate: GateSettings{
-			Listen: DefaultGateListen, Methods: strings.Join(gate.DefaultMethods, ","), GRPCMethods: "*", BodyTimeout: gate.DefaultBodyTimeout,
+			Listen: DefaultGateListen, Methods: strings.Join(rules.DefaultMethods, ","), GRPCMethods: "*", BodyTimeout: rules.DefaultBodyTimeout,
 		},
 		OnLoss: OnLossKeep, LeaseKind: contract.LeaseKindLease,
 	}
@@ -205,13 +205,13 @@ func (s *Settings) validateGate(settings []setting) []error {
 		}
 	}
 	if s.Gate.Upstream != "" {
-		check(contract.EnvGateUpstream, gate.CheckUpstream(s.Gate.Upstream))
+		check(contract.EnvGateUpstream, rules.CheckUpstream(s.Gate.Upstream))
 	}
-	check(contract.EnvGateListen, gate.CheckListen(s.Gate.Listen))
-	_, err := gate.ParseMethods(s.Gate.Methods)
+	check(contract.EnvGateListen, rules.CheckListen(s.Gate.Listen))
+	_, err := rules.ParseMethods(s.Gate.Methods)
 	check(contract.EnvGateMethods, err)
-	check(contract.EnvGateGRPCMethods, gate.ParseGRPCMethods(s.Gate.GRPCMethods))
-	check(contract.EnvGateBodyTimeout, gate.CheckBodyTimeout(s.Gate.BodyTimeout))
+	check(contract.EnvGateGRPCMethods, rules.ParseGRPCMethods(s.Gate.GRPCMethods))
+	check(contract.EnvGateBodyTimeout, rules.CheckBodyTimeout(s.Gate.BodyTimeout))
 	if s.Gate.Upstream != "" || s.Gate.Election != "" {
 		check(contract.EnvGateElection, s.checkElection(s.Gate.Election))
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/leasegate/leasegate/internal/gate/rules"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -88,7 +89,7 @@ func (a *bodyApp) served() []string {
 // gateFor is a gate in front of app following l, with the body timeout given, and its metrics.
 func gateFor(t *testing.T, app string, l Leadership, bodyTimeout time.Duration) (*Gate, string, *prometheus.Registry) {
 	t.Helper()
-	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	policy, _ := rules.NewPolicy("POST,PUT,PATCH,DELETE", "*")
 	registry := prometheus.NewRegistry()
 	g, err := New(app, policy, l, registry, bodyTimeout)
 	if err != nil {
@@ -142,7 +143,7 @@ func TestGateDecidesAgainOnceTheBodyIsIn(t *testing.T) {
 	t.Run("a mutation whose body arrives after the pod stopped leading is refused, and the app never gets it", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		_, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
+		_, gate, _ := gateFor(t, addr, l, rules.DefaultBodyTimeout)
 		conn, r := rawRequest(t, gate, "POST /orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 10\r\n\r\n")
 		<-l.asked // the gate decided on the head while this pod led
 		l.leading.Store(false)
@@ -172,7 +173,7 @@ func TestGateDecidesAgainOnceTheBodyIsIn(t *testing.T) {
 
 	t.Run("a body whose client goes away counts as incomplete", func(t *testing.T) {
 		app, addr := newBodyApp(t)
-		_, gate, registry := gateFor(t, addr, newWatchedLeadership(), DefaultBodyTimeout)
+		_, gate, registry := gateFor(t, addr, newWatchedLeadership(), rules.DefaultBodyTimeout)
 		conn, _ := rawRequest(t, gate, "POST /orders HTTP/1.1\r\nHost: shop\r\nContent-Length: 10\r\n\r\n{\"item\"")
 		conn.Close()
 		for requests(t, registry, "mutation", "incomplete")+requests(t, registry, "mutation", "passed") == 0 {
@@ -214,7 +215,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 	t.Run("a piece that arrives after the pod stopped leading is not passed, the app never gets the end, and the client is not told to retry what the app began to get", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		_, gate, registry := gateFor(t, addr, l, DefaultBodyTimeout)
+		_, gate, registry := gateFor(t, addr, l, rules.DefaultBodyTimeout)
 		conn, r := rawRequest(t, gate, head+chunk("first piece"))
 		<-app.started
 		l.leading.Store(false)
@@ -233,7 +234,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 	t.Run("Lost cuts a body that is streaming, without waiting for its next piece", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		g, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
+		g, gate, _ := gateFor(t, addr, l, rules.DefaultBodyTimeout)
 		_, r := rawRequest(t, gate, head+chunk("first piece"))
 		<-app.started
 		l.leading.Store(false)
@@ -249,7 +250,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 	t.Run("Lost cuts an HTTP/2 body that is streaming", func(t *testing.T) {
 		app, addr := newBodyApp(t)
 		l := newWatchedLeadership()
-		g, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
+		g, gate, _ := gateFor(t, addr, l, rules.DefaultBodyTimeout)
 		body, send := io.Pipe()
 		defer send.Close()
 		go func() { _, _ = io.WriteString(send, "first piece") }()
@@ -279,7 +280,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 
 	t.Run("a streamed body that ends while the pod leads arrives whole, and Lost after it leaves the answer alone", func(t *testing.T) {
 		app, addr := newBodyApp(t)
-		g, gate, _ := gateFor(t, addr, newWatchedLeadership(), DefaultBodyTimeout)
+		g, gate, _ := gateFor(t, addr, newWatchedLeadership(), rules.DefaultBodyTimeout)
 		conn, r := rawRequest(t, gate, head+chunk("first piece"))
 		<-app.started
 		_, _ = io.WriteString(conn, chunk(", second piece")+"0\r\n\r\n")
@@ -312,7 +313,7 @@ func TestGateGuardsStreamedBodies(t *testing.T) {
 		_, addr := newBodyApp(t)
 		l := newWatchedLeadership()
 		l.leading.Store(false)
-		_, gate, _ := gateFor(t, addr, l, DefaultBodyTimeout)
+		_, gate, _ := gateFor(t, addr, l, rules.DefaultBodyTimeout)
 		_, r := rawRequest(t, gate, "GET /search HTTP/1.1\r\nHost: shop\r\nTransfer-Encoding: chunked\r\n\r\n"+chunk("query")+"0\r\n\r\n")
 		if code, body := readAnswer(t, r); code != http.StatusOK || body != "done" {
 			t.Errorf("got %d %q, want the app's answer", code, body)
@@ -363,8 +364,8 @@ func TestGateConnectionPool(t *testing.T) {
 	newGate := func(t *testing.T, app string, idleTimeout time.Duration) (*Gate, string) {
 		l := &leadership{}
 		l.leading.Store(true)
-		policy, _ := NewPolicy("POST", "*")
-		g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+		policy, _ := rules.NewPolicy("POST", "*")
+		g, err := New(app, policy, l, prometheus.NewRegistry(), rules.DefaultBodyTimeout)
 		if err != nil {
 			t.Fatal(err)
 		}

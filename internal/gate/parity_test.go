@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasegate/leasegate/internal/gate/rules"
 )
 
 // answer is what a client got: the 1xx answers, the final status, headers (but Date), body and trailers,
@@ -117,15 +119,15 @@ func twoPaths(t *testing.T, app string) (forwarded, streamed string) {
 	t.Helper()
 	l := &leadership{}
 	l.leading.Store(true)
-	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
-	g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+	policy, _ := rules.NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	g, err := New(app, policy, l, prometheus.NewRegistry(), rules.DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// As ServeHTTP decides, then always ReverseProxy.
 	viaReverseProxy := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		dropClientGateHeaders(r.Header)
-		req := RequestOf(r)
+		req := rules.RequestOf(r)
 		mutates := policy.Mutates(req)
 		if mutates && g.refused(w, req, time.Now()) {
 			return

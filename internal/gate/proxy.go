@@ -21,6 +21,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/gate/rules"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -34,7 +35,7 @@ type Leadership interface {
 
 // Gate is the proxy. It is an http.Handler; serve it over HTTP/1.1 and cleartext HTTP/2 (h2c, for gRPC).
 type Gate struct {
-	policy Policy
+	policy rules.Policy
 	leader Leadership
 	// bodyTimeout bounds how long a forwarded request's body may take to arrive.
 	bodyTimeout time.Duration
@@ -58,11 +59,11 @@ type Gate struct {
 
 // New returns a gate in front of upstream ("127.0.0.1:<the app's port>"); a forwarded request's body
 // has bodyTimeout to arrive.
-func New(upstream string, policy Policy, leader Leadership, registry prometheus.Registerer, bodyTimeout time.Duration) (*Gate, error) {
-	if err := CheckUpstream(upstream); err != nil {
+func New(upstream string, policy rules.Policy, leader Leadership, registry prometheus.Registerer, bodyTimeout time.Duration) (*Gate, error) {
+	if err := rules.CheckUpstream(upstream); err != nil {
 		return nil, fmt.Errorf("upstream %q: %w", upstream, err)
 	}
-	if err := CheckBodyTimeout(bodyTimeout); err != nil {
+	if err := rules.CheckBodyTimeout(bodyTimeout); err != nil {
 		return nil, fmt.Errorf("body timeout %w", err)
 	}
 	target := &url.URL{Scheme: "http", Host: upstream}
@@ -147,7 +148,7 @@ func (g *Gate) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if _, ok := r.Header["Upgrade"]; ok {
 		dropHTTPUpgrades(r.Header)
 	}
-	req := RequestOf(r)
+	req := rules.RequestOf(r)
 	mutates := g.policy.Mutates(req)
 	if mutates && g.refused(w, req, start) {
 		return
@@ -211,7 +212,7 @@ func dropHTTPUpgrades(header http.Header) {
 
 // refused answers a mutation while this pod does not lead, and reports whether it did. A mutation it
 // passes carries the fencing token of the term it was passed in, from the same reading of the elector.
-func (g *Gate) refused(w http.ResponseWriter, req Request, start time.Time) bool {
+func (g *Gate) refused(w http.ResponseWriter, req rules.Request, start time.Time) bool {
 	status := g.leader.Status()
 	if status.IsLeader {
 		g.stampToken(req.Header, status.FencingToken)
@@ -225,7 +226,7 @@ func (g *Gate) refused(w http.ResponseWriter, req Request, start time.Time) bool
 // forwardWhole reads the body (which the forwarder takes whole, at most maxForwardedBody) within the
 // body timeout, decides a mutation again once it is in, so that the app never gets a mutation after
 // this pod stopped leading however slowly its body came, and forwards it.
-func (g *Gate) forwardWhole(w http.ResponseWriter, r *http.Request, req Request, mutates bool, start time.Time) {
+func (g *Gate) forwardWhole(w http.ResponseWriter, r *http.Request, req rules.Request, mutates bool, start time.Time) {
 	buf := buffers.Get()
 	defer buffers.Put(buf)
 	body := buf[:r.ContentLength]
@@ -285,7 +286,7 @@ func readDeadline(w http.ResponseWriter) deadliner {
 func (g *Gate) stream(proxy http.Handler, w http.ResponseWriter, r *http.Request, mutates bool, start time.Time) {
 	ctx, cancel := context.WithCancelCause(r.Context())
 	defer cancel(nil)
-	e := &exchange{gate: g, cancel: cancel, grpc: RequestOf(r).IsGRPC()}
+	e := &exchange{gate: g, cancel: cancel, grpc: rules.RequestOf(r).IsGRPC()}
 	defer func() { g.metrics.observe(mutates, outcomeOf(e.stopped()), start) }()
 	if r.Body != nil && r.Body != http.NoBody && r.ContentLength != 0 {
 		e.ReadCloser, e.guarded, e.http1 = r.Body, mutates, r.ProtoMajor == 1
@@ -445,7 +446,7 @@ func (g *Gate) proxyError(w http.ResponseWriter, r *http.Request, err error) {
 	reached, cause := e.reached.Load(), e.stopped()
 	switch code := unanswered(cause, reached); {
 	case code == http.StatusServiceUnavailable:
-		g.refuse(w, RequestOf(r), g.leader.Status())
+		g.refuse(w, rules.RequestOf(r), g.leader.Status())
 	case code != http.StatusBadGateway:
 		http.Error(w, "leasegate gate: reading the request's body: "+cause.Error(), code)
 	case reached && e.grpc:
@@ -510,8 +511,8 @@ type Refusal struct {
 
 // refuse answers a mutation on a follower: HTTP 503 with Retry-After and who leads, or gRPC UNAVAILABLE
 // with the same in its message.
-func (g *Gate) refuse(w http.ResponseWriter, req Request, status lease.Status) {
-	retry := RetryAfter(g.leader.Expiry(), time.Now())
+func (g *Gate) refuse(w http.ResponseWriter, req rules.Request, status lease.Status) {
+	retry := rules.RetryAfter(g.leader.Expiry(), time.Now())
 	holder := status.Holder
 	if holder == "" {
 		holder = "nobody"

@@ -5,6 +5,7 @@ import (
 	"strconv"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/gate/rules"
 )
 
 // fencingToken is a term's fencing token as the header value the gate sends, formatted once per term.
@@ -48,30 +49,10 @@ func dropClientGateHeaders(header http.Header) {
 			continue
 		}
 		for _, name := range gateHeaders {
-			if len(key) == len(name) && sameHeaderName(key, name) {
+			if len(key) == len(name) && rules.SameHeaderName(key, name) {
 				delete(header, key)
 				break
 			}
 		}
 	}
-}
-
-// sameHeaderName compares header names of equal length in any case, '_' matching '-'.
-func sameHeaderName(a, b string) bool {
-	for i := range len(a) {
-		if foldHeaderByte(a[i]) != foldHeaderByte(b[i]) {
-			return false
-		}
-	}
-	return true
-}
-
-func foldHeaderByte(c byte) byte {
-	switch {
-	case 'A' <= c && c <= 'Z':
-		return c + 'a' - 'A'
-	case c == '_':
-		return '-'
-	}
-	return c
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/gate/rules"
 )
 
 // TestGatePassesTheFencingToken: the app gets the gate's fencing token on every mutation it forwards on
@@ -19,8 +20,8 @@ func TestGatePassesTheFencingToken(t *testing.T) {
 	app, _ := echoApp(t, nil)
 	l := &leadership{}
 	l.leading.Store(true)
-	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
-	g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+	policy, _ := rules.NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	g, err := New(app, policy, l, prometheus.NewRegistry(), rules.DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +51,7 @@ func TestGatePassesTheFencingToken(t *testing.T) {
 			}
 			var tokens []string
 			for key, values := range got.Header {
-				if sameHeaderName(strings.ToLower(key), strings.ToLower(contract.FencingTokenHeader)) && len(key) == len(contract.FencingTokenHeader) {
+				if rules.SameHeaderName(strings.ToLower(key), strings.ToLower(contract.FencingTokenHeader)) && len(key) == len(contract.FencingTokenHeader) {
 					tokens = append(tokens, key+": "+strings.Join(values, ","))
 				}
 			}
@@ -73,8 +74,8 @@ func TestClientCannotStripTheFencingToken(t *testing.T) {
 	app, _ := echoApp(t, nil)
 	l := &leadership{}
 	l.leading.Store(true)
-	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
-	g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+	policy, _ := rules.NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	g, err := New(app, policy, l, prometheus.NewRegistry(), rules.DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/leasegate/leasegate/internal/gate/rules"
 )
 
 // leaderGate is a gate that leads, in front of app.
@@ -25,9 +27,9 @@ func leaderGateOf(t *testing.T, app string) (string, *Gate, *prometheus.Registry
 	t.Helper()
 	l := &leadership{}
 	l.leading.Store(true)
-	policy, _ := NewPolicy("POST,PUT,PATCH,DELETE", "*")
+	policy, _ := rules.NewPolicy("POST,PUT,PATCH,DELETE", "*")
 	registry := prometheus.NewRegistry()
-	g, err := New(app, policy, l, registry, DefaultBodyTimeout)
+	g, err := New(app, policy, l, registry, rules.DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,9 +98,9 @@ func rawExchange(t *testing.T, url, request string) (*http.Response, string) {
 // or passed as plain HTTP/1.1 without the upgrade), never passed unjudged.
 func TestGateJudgesWhatCannotBeListed(t *testing.T) {
 	app, _ := echoApp(t, nil)
-	policy, _ := NewPolicy("PUT,PATCH,DELETE", "*")
+	policy, _ := rules.NewPolicy("PUT,PATCH,DELETE", "*")
 	l := &leadership{}
-	g, err := New(app, policy, l, prometheus.NewRegistry(), DefaultBodyTimeout)
+	g, err := New(app, policy, l, prometheus.NewRegistry(), rules.DefaultBodyTimeout)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/leasegate/leasegate/internal/contract"
-	"github.com/leasegate/leasegate/internal/gate"
+	"github.com/leasegate/leasegate/internal/gate/rules"
 )
 
 // gatePlan is the mutation gate injection sets up: the app's named port moves to the agent, which
@@ -71,14 +71,14 @@ func planGate(pod *corev1.Pod, elections []election, agentPort int32, path *fiel
 	}
 	// The agent's own rules (package gate), so that what admission accepts the agent starts with. Each
 	// annotation is checked on its own, so an error names the annotation at fault.
-	_, methodsErr := gate.ParseMethods(cmp.Or(g.methods, strings.Join(gate.DefaultMethods, ",")))
+	_, methodsErr := rules.ParseMethods(cmp.Or(g.methods, strings.Join(rules.DefaultMethods, ",")))
 	for _, check := range []struct {
 		key string
 		err error
 	}{
 		{contract.GateMethods, methodsErr},
-		{contract.GateGRPCMethods, gate.ParseGRPCMethods(cmp.Or(g.grpcMethods, "*"))},
-		{contract.GateElection, gate.CheckElection(g.election, electionNames(elections))},
+		{contract.GateGRPCMethods, rules.ParseGRPCMethods(cmp.Or(g.grpcMethods, "*"))},
+		{contract.GateElection, rules.CheckElection(g.election, electionNames(elections))},
 		{contract.GateBodyTimeout, checkBodyTimeout(g.bodyTimeout)},
 	} {
 		if check.err != nil {
@@ -105,9 +105,9 @@ func checkBodyTimeout(value string) error {
 	}
 	d, err := time.ParseDuration(value)
 	if err != nil {
-		return fmt.Errorf("want a Go duration such as %s", gate.DefaultBodyTimeout)
+		return fmt.Errorf("want a Go duration such as %s", rules.DefaultBodyTimeout)
 	}
-	return gate.CheckBodyTimeout(d)
+	return rules.CheckBodyTimeout(d)
 }
 
 // apply moves the named port from the app container to the agent: a Service whose targetPort is the

@@ -1,13 +1,8 @@
-// Package gate is the agent's mutation gate: a reverse proxy in front of the app's port, inside the pod,
-// that passes every request while this pod leads and, on a follower, answers mutations itself (HTTP 503
-// with Retry-After, gRPC UNAVAILABLE) while reads still reach the app. So an app gets "only the leader
-// acts" for its API without a line of code, and readiness stays about health.
-//
-// The decision (Policy.Mutates) is a pure function of the request's method, protocol, path, content type
-// and method overrides; the proxy around it reads leadership per request from the elector, so mutations
-// stop at the same instant /leader says the pod no longer leads, and decides again once a forwarded
-// request's body is in.
-package gate
+// Package rules is the mutation gate's pure rules: which requests mutate (Policy.Mutates, from the
+// request's method, protocol, path, content type and method overrides) and the checks of the gate's
+// settings, which the agent and the injector both apply. It has no proxy in it, so the webhook and the
+// plugin check a pod's gate settings without linking the gate's forwarder.
+package rules
 
 import (
 	"errors"
@@ -269,7 +264,7 @@ func (p Policy) headerOverride(header http.Header) bool {
 
 func isOverrideHeader(key string) bool {
 	for _, name := range overrideHeaders {
-		if len(key) == len(name) && sameHeaderName(key, name) {
+		if len(key) == len(name) && SameHeaderName(key, name) {
 			return true
 		}
 	}
@@ -334,4 +329,25 @@ func RetryAfter(expiresAt, now time.Time) int {
 	}
 	seconds := int((expiresAt.Sub(now) + time.Second - 1) / time.Second)
 	return max(seconds, 1)
+}
+
+// SameHeaderName compares header names of equal length in any case, '_' matching '-', as app stacks
+// that read headers as variables (Rack, CGI) do.
+func SameHeaderName(a, b string) bool {
+	for i := range len(a) {
+		if foldHeaderByte(a[i]) != foldHeaderByte(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func foldHeaderByte(c byte) byte {
+	switch {
+	case 'A' <= c && c <= 'Z':
+		return c + 'a' - 'A'
+	case c == '_':
+		return '-'
+	}
+	return c
 }
