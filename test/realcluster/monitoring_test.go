@@ -212,9 +212,10 @@ func startPrometheus() *process.Prometheus {
 	Expect(string(rules)).To(ContainSubstring("for: 5m"))
 	rules = []byte(strings.ReplaceAll(string(rules), "for: 5m", "for: "+alertFor))
 
-	// The pinned Prometheus is built without service discovery but file and HTTP (-tags remove_all_sd): the harness does the discovery a
-	// ServiceMonitor and a PodMonitor would (the webhook pods' metrics port, every injected pod's
-	// leasegate port, with their namespace and pod as labels) into files Prometheus watches.
+	// The pinned Prometheus is built without service discovery but file and HTTP (-tags remove_all_sd):
+	// the harness does the discovery a ServiceMonitor and a PodMonitor would (the webhook pods' metrics
+	// port, every injected pod's leasegate port, with their namespace and pod as labels) into files
+	// Prometheus watches.
 	discoverTargets(dir)
 	// The webhook's scrape is the chart's ServiceMonitor's: its scheme, server name and honoured labels.
 	monitor, err := tools.ServiceMonitor(dir, leasegateNamespace)
