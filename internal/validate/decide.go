@@ -570,8 +570,12 @@ func (p *Policy) DecideLeaderEndpoints(requester *Requester, leaderService bool)
 type Eviction struct {
 	Requester *Requester
 	// PodNamespace, PodName and PodUID are the pod to evict, ServiceAccount the service account it runs
-	// as: the one leasegate's Role lets evict it.
+	// as: one leasegate's Role lets evict it.
 	PodNamespace, PodName, PodUID, ServiceAccount string
+	// RequesterIsCandidate: the requesting pod is one leasegate injected for the same lease, whose
+	// service account leasegate's Role lets evict the lease's pods too, even when it is not the evicted
+	// pod's (the replicas of a lease may run as several accounts).
+	RequesterIsCandidate bool
 	// Lease is the lease whose loss restarts it; nil when it does not exist.
 	Lease *coordinationv1.Lease
 	// MultiClusterLease, instead, is the lock of a pod that elects across clusters: it has lost once this
@@ -580,9 +584,10 @@ type Eviction struct {
 }
 
 // DecideEviction judges the evictions whose right came from leasegate: leasegate's Role lets the service
-// account of a pod that restarts on loss evict it, and the replicas share that account, so without this
-// any replica could evict its neighbours, the leader among them. Such a requester (a pod running as the
-// evicted pod's service account) may evict only itself, and only once it has lost its lease. Every other
+// accounts of a lease's pods evict those that restart on loss, and the replicas share that right, so
+// without this any replica could evict its neighbours, the leader among them. Such a requester (a pod
+// running as the evicted pod's service account, or a candidate for the same lease) may evict only
+// itself, and only once it has lost its lease. Every other
 // requester got its right elsewhere and is left to RBAC and PodDisruptionBudgets: people, kubectl drain,
 // and the drain tools that evict from pods of their own (cluster-autoscaler, Karpenter, the descheduler,
 // kured), each with its own service account.
@@ -591,7 +596,8 @@ func DecideEviction(e *Eviction, now time.Time, margin time.Duration) Verdict {
 	if !ok {
 		return Verdict{Reason: NotGated}
 	}
-	if namespace, account, ok := e.Requester.serviceAccount(); !ok || namespace != e.PodNamespace || account != serviceAccountName(e.ServiceAccount) {
+	namespace, account, ok := e.Requester.serviceAccount()
+	if sameAccount := ok && namespace == e.PodNamespace && account == serviceAccountName(e.ServiceAccount); !sameAccount && !e.RequesterIsCandidate {
 		return Verdict{Reason: NotGated}
 	}
 	v := Verdict{}

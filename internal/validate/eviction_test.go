@@ -79,3 +79,18 @@ func TestDecideEvictionReadsAnUnsetServiceAccountAsDefault(t *testing.T) {
 		t.Errorf("a replica running as the default account evicting a pod without serviceAccountName: %s, want %s", got.Reason.Code(), EvictsOther.Code())
 	}
 }
+
+// The replicas of a lease may run as several service accounts; leasegate's Role lets each evict the
+// lease's pods, so a candidate for the lease is judged whatever its account.
+func TestDecideEvictionJudgesCandidatesOfTheLeaseOnAnyAccount(t *testing.T) {
+	held := heldLease("shop", "scheduler", lease.Identity("scheduler-a", "uid-a"), 2*time.Second, true)
+	e := &Eviction{Requester: pod("shop", "scheduler-canary", "scheduler-c", "uid-c"), PodNamespace: "shop", PodName: "scheduler-a", PodUID: "uid-a",
+		ServiceAccount: "scheduler", Lease: held, RequesterIsCandidate: true}
+	if got := DecideEviction(e, now, time.Second); got.Reason != EvictsOther {
+		t.Errorf("a candidate on another account evicting the leader: %s, want %s", got.Reason.Code(), EvictsOther.Code())
+	}
+	e.RequesterIsCandidate = false
+	if got := DecideEviction(e, now, time.Second); got.Reason != NotGated {
+		t.Errorf("a pod on another account that is no candidate: %s, want %s", got.Reason.Code(), NotGated.Code())
+	}
+}

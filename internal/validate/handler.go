@@ -128,7 +128,8 @@ func (f *Webhooks) Evictions() admission.Handler {
 		d := startDecision("eviction")
 		defer d.observe()
 		requester := requesterOf(&req)
-		if _, _, ok := requester.Pod(); !ok {
+		requesterName, requesterUID, ok := requester.Pod()
+		if !ok {
 			d.verdict.Reason = NotGated
 			return admission.Allowed("not a pod: RBAC decides")
 		}
@@ -145,7 +146,8 @@ func (f *Webhooks) Evictions() admission.Handler {
 			d.verdict.Reason = KeepsOnLoss
 			return admission.Allowed(KeepsOnLoss.String())
 		}
-		eviction := &Eviction{Requester: requester, PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ServiceAccount: pod.Spec.ServiceAccountName}
+		eviction := &Eviction{Requester: requester, PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: string(pod.UID), ServiceAccount: pod.Spec.ServiceAccountName,
+			RequesterIsCandidate: f.candidate(ctx, req.Namespace, requesterName, requesterUID, leaseName)}
 		if injected.LeaseKind == contract.LeaseKindMultiClusterLease {
 			eviction.MultiClusterLease, _ = f.Leases.MultiClusterLease(req.Namespace, leaseName)
 		} else {
@@ -157,6 +159,18 @@ func (f *Webhooks) Evictions() admission.Handler {
 		}
 		return f.respond(ctx, &req, d.verdict)
 	})
+}
+
+// candidate reports whether the pod namespace/name with uid is one leasegate injected for lease, as its
+// spec says (inject.Injected), from the manager's cache of injected pods: no API call.
+func (f *Webhooks) candidate(ctx context.Context, namespace, name, uid, lease string) bool {
+	pod := &corev1.Pod{}
+	if f.Cluster.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pod) != nil || string(pod.UID) != uid {
+		return false
+	}
+	injected, ok := inject.Injected(pod)
+	_, forLease := injected.LeaseSeconds[lease]
+	return ok && forLease
 }
 
 // LeaderEndpoints refuses anyone's write to an EndpointSlice of a "<service>-leader" Service that

@@ -155,6 +155,11 @@ func TestEvictionsOfDrainToolsPassAndDryRunsLeaveNoEvent(t *testing.T) {
 		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
 	replica := injectedPod("orders-b", "uid-b", `{"lease":"orders"}`,
 		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
+	canary := injectedPod("orders-c", "uid-c", `{"lease":"orders"}`,
+		"LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=restart")
+	canary.Spec.ServiceAccountName = "orders-canary"
+	canaryUser := podUser("orders-c", "uid-c")
+	canaryUser.Username = "system:serviceaccount:shop:orders-canary"
 	drainer := podUser("cluster-autoscaler-7d9f", "uid-ca")
 	drainer.Username = "system:serviceaccount:kube-system:cluster-autoscaler"
 	tests := []struct {
@@ -166,6 +171,7 @@ func TestEvictionsOfDrainToolsPassAndDryRunsLeaveNoEvent(t *testing.T) {
 	}{
 		{"cluster-autoscaler's eviction of the leader passes", drainer, nil, true, 0},
 		{"a replica's eviction of the leader is refused and recorded", podUser("orders-b", "uid-b"), nil, false, 1},
+		{"a replica running as another service account is refused too", canaryUser, nil, false, 1},
 		{"a replica's dry-run eviction is refused and leaves no Event", podUser("orders-b", "uid-b"), []string{metav1.DryRunAll}, false, 0},
 	}
 	for _, tt := range tests {
@@ -173,7 +179,7 @@ func TestEvictionsOfDrainToolsPassAndDryRunsLeaveNoEvent(t *testing.T) {
 			recorder := events.NewFakeRecorder(4)
 			fence := &Webhooks{
 				Leases: leases,
-				Cluster: fake.NewClientBuilder().WithObjects(leader.DeepCopy(), replica.DeepCopy(),
+				Cluster: fake.NewClientBuilder().WithObjects(leader.DeepCopy(), replica.DeepCopy(), canary.DeepCopy(),
 					&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "shop"}}).Build(),
 				Recorder: recorder, Events: NewEventBudget(clock.RealClock{}), OwnNamespace: "leasegate-system",
 			}
