@@ -54,6 +54,8 @@ type Agent struct {
 	statusMu sync.Mutex
 	// events streams the changes to clients of /leader that accept text/event-stream.
 	events *eventHub
+	// wake answers the waits of the followers of the leases this agent leads (contract.AgentWakePath).
+	wake *leaseelection.WakeHub
 }
 
 // runningElection is one of the pod's elections.
@@ -78,7 +80,21 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	specs := s.ElectionSpecs()
 	api.SetRateLimit(apiRateLimit(specs))
 	client := leaseelection.NewClient(api)
-	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client}
+	a := &Agent{settings: s, log: log, registry: newRegistry(), client: client, wake: leaseelection.NewWakeHub()}
+	listener, err := net.Listen("tcp", s.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("%s=%s: %w", contract.EnvListen, s.Listen, err)
+	}
+	a.listener = newLimitListener(listener, agentLimits)
+	fail := func(err error) (*Agent, error) {
+		a.listener.Close()
+		return nil, err
+	}
+	// A MultiClusterLease's followers watch it: its answers come through the object.
+	var wakeURL string
+	if s.LeaseKind == contract.LeaseKindLease {
+		wakeURL = s.wakeURL(listener.Addr().(*net.TCPAddr).Port)
+	}
 	// Each election has its own lock: a MultiClusterLeaseLock keeps its elector's heartbeats.
 	newLock := func() leaseelection.Lock { return leaseelection.LeaseLock{Store: client} }
 	if s.LeaseKind == contract.LeaseKindMultiClusterLease {
@@ -100,9 +116,11 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			OnChange:        func(status lease.Status) { a.onChange(e, status) },
 			OnTakeover:      func(kind lease.Takeover) { e.metrics.tookOver(kind) },
 			Log:             e.log,
+			Wake:            a.wake,
+			WakeURL:         wakeURL,
 		})
 		if err != nil {
-			return nil, err
+			return fail(err)
 		}
 		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
 			lease.TakeoverBudget(spec.Timing().LeaseDuration, s.ClockSkewMargin), e.elector.LastRenewal)
@@ -116,15 +134,9 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	if s.OnLoss == OnLossRestart {
 		a.restarting = a.election(s.OnLossElection)
 	}
-	listener, err := net.Listen("tcp", s.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("%s=%s: %w", contract.EnvListen, s.Listen, err)
-	}
-	a.listener = newLimitListener(listener, agentLimits)
 	if s.Gate.Upstream != "" {
 		if err := a.newGate(); err != nil {
-			a.listener.Close()
-			return nil, err
+			return fail(err)
 		}
 	}
 	return a, nil
@@ -184,6 +196,10 @@ func boundedServer(handler http.Handler, listener net.Listener, limits portLimit
 	}
 	server := &http.Server{Handler: handler}
 	limits.configure(server, limited)
+	// Cleartext HTTP/2 beside HTTP/1.1: a follower's waits on this agent share one connection.
+	server.Protocols = new(http.Protocols)
+	server.Protocols.SetHTTP1(true)
+	server.Protocols.SetUnencryptedHTTP2(true)
 	return server, limited
 }
 
@@ -220,7 +236,7 @@ func (e *runningElection) readiness() Readiness {
 // Run serves the endpoints and takes part in every election until ctx ends (SIGTERM), then stops
 // leading and releases the leases and returns.
 func (a *Agent) Run(ctx context.Context) error {
-	server, _ := endpointsServer(newMux(a.named(), a.events, a.registry), a.listener, agentLimits)
+	server, _ := endpointsServer(newMux(a.named(), a.events, a.wake, a.registry), a.listener, agentLimits)
 	served := make(chan error, 2)
 	go func() { served <- server.Serve(a.listener) }()
 	if a.gate != nil {
@@ -252,6 +268,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.stopping.Store(true)
 	stopElections()
 	elected.Wait() // every lease is released before the endpoints go away
+	a.wake.Close() // every wait is answered (each release did), so Shutdown finds their streams done
 	// The event streams end once they have sent the last events (stopped), so Shutdown finds their
 	// connections idle.
 	a.events.close()

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leaseelection"
 )
 
 // liveElection is an election whose status the test changes.
@@ -131,7 +132,7 @@ func streamServer(tb testing.TB, elections []namedElection, tune func(*eventHub)
 	if tune != nil {
 		tune(hub)
 	}
-	server := httptest.NewServer(newMux(elections, hub, newRegistry()))
+	server := httptest.NewServer(newMux(elections, hub, leaseelection.NewWakeHub(), newRegistry()))
 	tb.Cleanup(server.Close)
 	tb.Cleanup(hub.close)
 	return hub, server

@@ -50,7 +50,7 @@ func report(elections []namedElection) any {
 // newMux serves the agent's endpoints. Kubelet probes /healthz and /readyz on the pod IP; apps read
 // /leader through LEASEGATE_AGENT_URL, or follow it as server-sent events from events; Prometheus
 // scrapes /metrics.
-func newMux(elections []namedElection, events *eventHub, registry prometheus.Gatherer) *http.ServeMux {
+func newMux(elections []namedElection, events *eventHub, wake http.Handler, registry prometheus.Gatherer) *http.ServeMux {
 	mux := http.NewServeMux()
 	byName := map[string]int{}
 	for i, e := range elections {
@@ -103,6 +103,8 @@ func newMux(elections []namedElection, events *eventHub, registry prometheus.Gat
 		}
 	})
 	mux.Handle("GET "+contract.AgentMetricsPath, promhttp.HandlerFor(registry, promhttp.HandlerOpts{}))
+	// Followers on other pods wait here for this agent to let go of a lease it leads (leaseelection.WakeHub).
+	mux.Handle("GET "+contract.AgentWakePath, wake)
 	return mux
 }
 

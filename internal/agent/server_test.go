@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leaseelection"
 )
 
 type fixedElection struct {
@@ -55,7 +56,7 @@ func TestReadyz(t *testing.T) {
 
 // muxOf serves the endpoints of elections, with their event streams.
 func muxOf(elections []namedElection, registry *prometheus.Registry) *http.ServeMux {
-	return newMux(elections, newEventHub(elections), registry)
+	return newMux(elections, newEventHub(elections), leaseelection.NewWakeHub(), registry)
 }
 
 // one is a single election, named after its lease as the agent names it.

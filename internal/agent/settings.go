@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"strconv"
 	"strings"
 	"time"
@@ -12,6 +14,7 @@ import (
 	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/gate/rules"
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/leaseelection"
 )
 
 // Readiness says what the agent's /readyz means.
@@ -32,8 +35,12 @@ type Settings struct {
 	PodName      string
 	PodNamespace string
 	PodUID       string
-	Lease        string
-	Timing       lease.Timing
+	// PodIP is the pod's address (downward API status.podIP), where this agent, leading, answers its
+	// followers' waits; empty: at the listen address's host when that is an IP, or nowhere (its
+	// followers then watch the lease).
+	PodIP  string
+	Lease  string
+	Timing lease.Timing
 	// ClockSkewMargin extends other holders' terms when judging their leases; see lease.Judge.
 	ClockSkewMargin time.Duration
 	Readiness       Readiness
@@ -75,6 +82,17 @@ type GateSettings struct {
 
 // Identity is the holder identity this agent writes into the lease.
 func (s Settings) Identity() string { return lease.Identity(s.PodName, s.PodUID) }
+
+// wakeURL is where this agent, leading, answers its followers' waits, on port: at the pod's IP, or else
+// at the listen address's host where that is an IP (agents sharing a host in tests); "" where neither
+// is one, and its followers then watch the lease.
+func (s Settings) wakeURL(port int) string {
+	if s.PodIP != "" {
+		return leaseelection.HolderURL(s.PodIP, port)
+	}
+	host, _, _ := net.SplitHostPort(s.Listen)
+	return leaseelection.HolderURL(host, port)
+}
 
 // ElectionSpecs are the elections the agent runs: those of LEASEGATE_ELECTIONS, or the one election of
 // LEASEGATE_LEASE, named after its lease. Call it on settings LoadSettings accepted.
@@ -154,6 +172,9 @@ func LoadSettings(args []string, getenv func(string) string) (Settings, error) {
 		if err := s.checkElection(s.OnLossElection); err != nil {
 			errs = append(errs, named(settings, contract.EnvOnLossElection, err))
 		}
+	}
+	if _, err := netip.ParseAddr(s.PodIP); s.PodIP != "" && err != nil {
+		errs = append(errs, fmt.Errorf("%s=%s (--pod-ip): not an IP address; leave it to the downward API (status.podIP), or unset it", contract.EnvPodIP, s.PodIP))
 	}
 	switch s.LeaseKind {
 	case contract.LeaseKindLease, contract.LeaseKindMultiClusterLease:
@@ -249,6 +270,7 @@ func (s *Settings) flagSet() (*flag.FlagSet, []setting) {
 		{contract.EnvPodName, "pod-name", "name of the pod the agent runs in (downward API metadata.name)", true, stringValue{&s.PodName}},
 		{contract.EnvPodNamespace, "pod-namespace", "namespace of the pod and of its lease", true, stringValue{&s.PodNamespace}},
 		{contract.EnvPodUID, "pod-uid", "UID of the pod (downward API metadata.uid)", true, stringValue{&s.PodUID}},
+		{contract.EnvPodIP, "pod-ip", "IP address of the pod (downward API status.podIP), where its followers wait for it to release a lease it leads", false, stringValue{&s.PodIP}},
 		{contract.EnvLease, "lease", "name of the coordination.k8s.io/v1 Lease to elect on", false, stringValue{&s.Lease}},
 		{contract.EnvLeaseDuration, "lease-duration", "how long a lease lasts after its last renewal (whole seconds)", false, durationValue{&s.Timing.LeaseDuration}},
 		{contract.EnvRenewDeadline, "renew-deadline", "how long a leader retries renewing before it stops leading", false, durationValue{&s.Timing.RenewDeadline}},

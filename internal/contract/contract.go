@@ -40,6 +40,10 @@ const (
 	// kubectl leasegate handover; pods may only remove them (the lease guard), as they take the lease.
 	HandoverFrom = "leasegate.io/handover-from"
 	HandoverTo   = "leasegate.io/handover-to"
+	// HolderURL, on a Lease, is where the holder's agent answers its followers' waits (AgentWakePath):
+	// http://<pod IP>:<port>, written by the holder with each write of the lease. Followers of a lease
+	// that carries one wait there for the holder to let go instead of watching the lease.
+	HolderURL = "leasegate.io/holder-url"
 
 	// LeaderLease, on a Service, opts it in to a companion "<service>-leader" Service whose one endpoint is
 	// the holder of the Lease it names (in the Service's namespace). A label, not an annotation, so that
@@ -95,6 +99,8 @@ const (
 	// AgentLeaderPath is who leads, as JSON or as server-sent events.
 	AgentLeaderPath  = "/leader"
 	AgentMetricsPath = "/metrics"
+	// AgentWakePath is where the leader's agent answers its followers' waits for it to let go of a lease.
+	AgentWakePath = "/wake"
 )
 
 // The agent the injector adds: the port kubelet's probes and the app reach it on, and the environment it
@@ -105,6 +111,7 @@ const (
 	EnvPodName         = "POD_NAME"
 	EnvPodNamespace    = "POD_NAMESPACE"
 	EnvPodUID          = "POD_UID"
+	EnvPodIP           = "POD_IP"
 	EnvLease           = "LEASEGATE_LEASE"
 	EnvLeaseDuration   = "LEASEGATE_LEASE_DURATION"
 	EnvRenewDeadline   = "LEASEGATE_RENEW_DEADLINE"

@@ -521,22 +521,23 @@ func (p *plan) electionEnv() []corev1.EnvVar {
 	}
 }
 
-// downwardEnv is the pod's identity from the downward API, in a slice with room for spare more. Its
-// sources are allocated together, one allocation for the three.
+// downwardEnv is the pod's identity and address from the downward API, in a slice with room for spare
+// more. Its sources are allocated together, one allocation for the four.
 func downwardEnv(spare int) []corev1.EnvVar {
 	refs := &struct {
-		source [3]corev1.EnvVarSource
-		field  [3]corev1.ObjectFieldSelector
+		source [4]corev1.EnvVarSource
+		field  [4]corev1.ObjectFieldSelector
 	}{}
 	field := func(i int, name, path string) corev1.EnvVar {
 		refs.field[i] = corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: path}
 		refs.source[i] = corev1.EnvVarSource{FieldRef: &refs.field[i]}
 		return corev1.EnvVar{Name: name, ValueFrom: &refs.source[i]}
 	}
-	return append(make([]corev1.EnvVar, 0, 3+spare),
+	return append(make([]corev1.EnvVar, 0, 4+spare),
 		field(0, contract.EnvPodName, "metadata.name"),
 		field(1, contract.EnvPodNamespace, "metadata.namespace"),
 		field(2, contract.EnvPodUID, "metadata.uid"),
+		field(3, contract.EnvPodIP, "status.podIP"),
 	)
 }
 

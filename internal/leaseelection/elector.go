@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	"k8s.io/utils/clock"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
 )
@@ -37,6 +39,14 @@ type Config struct {
 	// holder, with how that holder left. It must not block.
 	OnTakeover func(lease.Takeover)
 	Log        logr.Logger
+	// Wake, with WakeURL, answers this elector's followers while it leads (see peer.go): it writes
+	// WakeURL on the lease (contract.HolderURL), where followers wait for it to let go instead of
+	// watching the lease. Without both it writes none, and its followers watch. A follower waits on any
+	// holder whose lease names such a URL, whatever it sets here.
+	Wake    *WakeHub
+	WakeURL string
+	// PeerClient is what followers wait on holders with; nil is newPeerClient's.
+	PeerClient *http.Client
 	// Clock is what the elector reads the time from and arms its timer on; nil is the real clock (the
 	// unit tests step a fake one).
 	Clock clock.Clock
@@ -48,9 +58,11 @@ type Config struct {
 // controller-runtime electors on the same lease: every write is a compare-and-swap on resourceVersion; a
 // leader renews every retry period and stops leading when it has failed to renew for the renew deadline;
 // acquiring a lease from another holder counts a transition; releasing writes an empty holder, as
-// ReleaseOnCancel does. It improves on client-go's follower, which only polls: followers watch the Lease,
-// so they try the moment it is released, arm a timer for the instant it expires, and spend no API calls
-// while a healthy leader renews.
+// ReleaseOnCancel does. It improves on client-go's follower, which reads the lease every retry period:
+// a follower learns of a release the moment it is made, from the holder's agent where the holder names
+// one (peer.go) and from a watch of the Lease otherwise, and reads the lease only when its copy could
+// have expired, once a lease duration while a healthy leader renews. The leader does not watch its own
+// lease: each renewal is a compare-and-swap, which fails, and so shows it, if anyone else wrote it.
 type Elector struct {
 	cfg   Config
 	name  string // "<namespace>/<name>", for logs and Status
@@ -87,6 +99,20 @@ type Elector struct {
 
 	mu     sync.Mutex
 	status lease.Status
+
+	// seen is the latest copy of the lease the elector knows (known, for the endpoints and metrics).
+	seen atomic.Pointer[Lease]
+
+	// The wait on the holder (peer.go). waitingOn is the holder waited on (zero: none), given to the
+	// waiter through peers and answered through woken; skipped is one whose wait ended, not waited on
+	// again before skipUntil (the lease is watched instead); mustRead makes the next attempt read the
+	// lease first, as a wake-up asks.
+	peers     chan peerTarget
+	woken     chan peerResult
+	waitingOn peerTarget
+	skipped   peerTarget
+	skipUntil time.Time
+	mustRead  bool
 }
 
 // lostRace is a take or create that lost a race: another candidate wrote the lease first, or the
@@ -139,6 +165,9 @@ func NewElector(cfg Config) (*Elector, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.RealClock{}
 	}
+	if cfg.PeerClient == nil {
+		cfg.PeerClient = newPeerClient()
+	}
 	name := cfg.Namespace + "/" + cfg.Name
 	return &Elector{
 		cfg:    cfg,
@@ -146,6 +175,8 @@ func NewElector(cfg Config) (*Elector, error) {
 		clock:  cfg.Clock,
 		watch:  newLeaseWatch(cfg.Lock, cfg.Lock.streamer(), cfg.Namespace, cfg.Name, cfg.Timing, cfg.Clock, cfg.Log),
 		status: lease.Status{Lease: name},
+		peers:  make(chan peerTarget, 1),
+		woken:  make(chan peerResult, 1),
 	}, nil
 }
 
@@ -163,7 +194,7 @@ func (e *Elector) Status() lease.Status {
 
 // LastRenewal is the renewTime of the lease as last observed, zero before the first observation.
 func (e *Elector) LastRenewal() time.Time {
-	if l := e.watch.latest(); l != nil {
+	if l := e.seen.Load(); l != nil {
 		return l.Spec.RenewTime.Time
 	}
 	return time.Time{}
@@ -172,21 +203,22 @@ func (e *Elector) LastRenewal() time.Time {
 // Expiry is when the lease as last observed could change hands: never before its expiry (renewTime +
 // duration + clock skew margin) while someone holds it; zero when it is released or not yet observed.
 func (e *Elector) Expiry() time.Time {
-	l := e.watch.latest()
+	l := e.seen.Load()
 	if l == nil {
 		return time.Time{}
 	}
 	return lease.Judge(&l.Spec, e.clock.Now(), e.cfg.ClockSkewMargin).ExpiresAt
 }
 
-// Synced reports whether the watch has listed the lease at least once: the elector has reached the API
-// server and knows who leads.
-func (e *Elector) Synced() bool { return e.watch.synced.Load() }
+// Synced reports whether the elector has read the lease at least once (a list, a read or a write): it
+// has reached the API server and knows who leads.
+func (e *Elector) Synced() bool { return e.watch.synced.Load() || e.seen.Load() != nil }
 
 // Run takes part in the election until ctx ends, then stops leading and releases the lease if it holds it.
 func (e *Elector) Run(ctx context.Context) {
 	changed := make(chan struct{}, 1)
 	go e.watch.run(ctx, changed)
+	go waitOnHolders(ctx, e.cfg.PeerClient, e.peers, e.woken)
 	defer e.release()
 
 	// The first act waits for the watch's first list (it comes through changed), up to a retry period:
@@ -213,9 +245,18 @@ func (e *Elector) Run(ctx context.Context) {
 			} else if wait > 0 {
 				timer.Reset(wait)
 			}
+		case r := <-e.woken:
+			if r.target == e.waitingOn {
+				e.heard(r)
+				timer.Reset(e.actNow(ctx))
+			}
 		case <-lapse.C():
 			e.judgeTerm()
 		}
+		if !e.leading {
+			e.letGo()
+		}
+		e.choosePath()
 		if wait, ok := e.termLeft(); ok {
 			lapse.Reset(wait)
 		}
@@ -255,10 +296,10 @@ func (e *Elector) react() (wait time.Duration, now bool) {
 		if gone == nil {
 			e.noteDeleted(e.known, false, at)
 		}
-		e.known = nil
+		e.know(nil)
 		return 0, true
 	}
-	e.known = observed
+	e.know(observed)
 	if observed.Spec.HolderIdentity != "" {
 		e.deleted = nil // held again: its own term is what bars a take now
 	}
@@ -388,7 +429,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		// the electors whose leases are still unled.
 		e.race = nil
 	}
-	readFirst := e.race != nil && e.race.read == nil
+	readFirst := e.race != nil && e.race.read == nil || e.mustRead
 	if fresh && e.race != nil && e.race.read != nil {
 		// The watch still shows the version the race was lost on, older than the one read since: that
 		// read is the base, so a watch that lags (a watch cache behind etcd) does not have this follower
@@ -422,14 +463,15 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 		base, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name)
 		if kubeclient.IsNotFound(err) {
 			e.noteDeleted(e.known, false, e.clock.Now())
-			e.known = nil
+			e.know(nil)
+			e.mustRead = false
 			return e.create(reqCtx)
 		}
 		if err != nil {
 			return e.failedAttempt(err, "read")
 		}
-		e.known = base
-		e.shed = 0
+		e.know(base)
+		e.shed, e.mustRead = 0, false
 		if e.race != nil {
 			e.race.read = base
 		}
@@ -451,6 +493,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	next := base.Clone()
 	next.Spec = e.spec(now, acquired, transitions)
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
+	e.stampURL(next)
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if err != nil {
 		return e.failedAttempt(err, "take")
@@ -474,7 +517,9 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 		// term had, nor lower.
 		transitions = e.deleted.transitions + 1
 	}
-	created, err := e.cfg.Lock.Create(ctx, &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, transitions)})
+	l := &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, transitions)}
+	e.stampURL(l)
+	created, err := e.cfg.Lock.Create(ctx, l)
 	if err != nil {
 		return e.failedAttempt(err, "create")
 	}
@@ -502,6 +547,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		acquired = now
 	}
 	next.Spec = e.spec(now, acquired, e.current.Spec.LeaseTransitions)
+	e.stampURL(next)
 	updated, err := e.cfg.Lock.Update(kubeclient.Unlimited(reqCtx), next)
 	if kubeclient.IsConflict(err) {
 		// Someone else wrote the lease since our last write, or deleted it (the API server answers a
@@ -510,7 +556,8 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		// we have lost it.
 		var current *Lease
 		if current, err = e.cfg.Lock.Get(reqCtx, e.cfg.Namespace, e.cfg.Name); err == nil {
-			e.current, e.known = current, current
+			e.current = current
+			e.know(current)
 			if holder := current.Spec.HolderIdentity; holder != e.cfg.Identity {
 				reason := fmt.Sprintf("the lease was taken by %q", holder)
 				if holder == "" {
@@ -529,7 +576,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		// leader's writes until someone does. It creates the lease again at once, as client-go's elector
 		// does, on the terms it renews on. If another candidate created it first, the next act's
 		// renewal conflicts with that lease and reads it (above).
-		if updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: next.Spec}); kubeclient.IsAlreadyExists(err) {
+		if updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Annotations: urlOnly(next), Spec: next.Spec}); kubeclient.IsAlreadyExists(err) {
 			return 0
 		}
 	}
@@ -598,6 +645,7 @@ func (e *Elector) release() {
 	// Stop acting before anyone else can start.
 	e.stepDown("shutting down")
 	e.writeReleased(e.current, false)
+	e.letGo()
 }
 
 // handOver steps down as the handover request on l asks, and releases the lease for its target.
@@ -624,6 +672,7 @@ func (e *Elector) writeReleased(base *Lease, handover bool) {
 		next := base.Clone()
 		next.Spec = e.spec(now, now, base.Spec.LeaseTransitions)
 		next.Spec.HolderIdentity = ""
+		delete(next.Annotations, contract.HolderURL)
 		if !handover {
 			next.Spec.LeaseDurationSeconds = 1
 			lease.ClearHandover(next.Annotations)
@@ -661,6 +710,9 @@ func (e *Elector) spec(renew, acquired time.Time, transitions int32) lease.Spec 
 
 func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.leading = true
+	if e.advertises() {
+		e.cfg.Wake.lead(e.name, e.cfg.Identity)
+	}
 	e.watch.lead(true)
 	e.shed, e.holdUntil, e.race = 0, time.Time{}, nil
 	e.renewed(renewed, l)
@@ -669,7 +721,8 @@ func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 
 // renewed records a successful write as holder; renewTime is the time the write was started.
 func (e *Elector) renewed(renewTime time.Time, l *Lease) {
-	e.current, e.known, e.lastRenew, e.deleted = l, l, renewTime, nil
+	e.current, e.lastRenew, e.deleted = l, renewTime, nil
+	e.know(l)
 	e.watch.wrote(l)
 	e.leaderUntil.Store(renewTime.Add(e.cfg.Timing.RenewDeadline).UnixNano())
 }
@@ -844,4 +897,87 @@ func (e *Elector) logAttempt(err error, what string) {
 		return
 	}
 	e.cfg.Log.Error(err, "Could not "+what+" the lease", "lease", e.name)
+}
+
+// know records l as the latest copy of the lease the elector knows (nil: none, or it was deleted).
+func (e *Elector) know(l *Lease) {
+	e.known = l
+	e.seen.Store(l)
+}
+
+// advertises reports whether this elector, leading, answers its followers' waits.
+func (e *Elector) advertises() bool { return e.cfg.Wake != nil && e.cfg.WakeURL != "" }
+
+// stampURL writes on l, a lease this elector is about to write as holder, where its followers wait
+// (contract.HolderURL), or removes a URL an earlier holder wrote when it answers none.
+func (e *Elector) stampURL(l *Lease) {
+	if !e.advertises() {
+		delete(l.Annotations, contract.HolderURL)
+		return
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[contract.HolderURL] = e.cfg.WakeURL
+}
+
+// urlOnly is the holder URL of l as the annotations of a lease created anew, nil when it has none.
+func urlOnly(l *Lease) map[string]string {
+	if u, ok := l.Annotations[contract.HolderURL]; ok {
+		return map[string]string{contract.HolderURL: u}
+	}
+	return nil
+}
+
+// letGo answers this elector's followers' waits: it no longer leads, and any release it writes has been
+// written (so that a woken follower reads it).
+func (e *Elector) letGo() {
+	if e.advertises() {
+		e.cfg.Wake.release(e.name, e.cfg.Identity)
+	}
+}
+
+// choosePath chooses how this elector learns what happens to the lease next, and starts or stops the
+// watch and the wait on the holder to match (path).
+func (e *Elector) choosePath() {
+	target, watch := e.path(e.clock.Now())
+	if target != e.waitingOn {
+		e.waitingOn = target
+		offerLatest(e.peers, target)
+	}
+	e.watch.want(watch, e.known)
+}
+
+// path is how this elector learns what happens to the lease next: a leader learns it from its own
+// compare-and-swaps (it watches only where the lock's answer comes through the object, as a
+// MultiClusterLease's does); a follower waits on the holder where the lease names the holder's URL and
+// that wait has not just ended, and watches the lease otherwise.
+func (e *Elector) path(now time.Time) (target peerTarget, watch bool) {
+	if e.leading {
+		return peerTarget{}, e.cfg.Lock.answersHolder()
+	}
+	k := e.known
+	if k == nil || k.Spec.HolderIdentity == "" || k.Spec.HolderIdentity == e.cfg.Identity {
+		return peerTarget{}, true
+	}
+	u, ok := holderURLOf(k)
+	if !ok {
+		return peerTarget{}, true
+	}
+	target = peerTarget{url: u, lease: e.name, holder: k.Spec.HolderIdentity}
+	if target == e.skipped && now.Before(e.skipUntil) {
+		return peerTarget{}, true
+	}
+	return target, false
+}
+
+// heard takes in how the wait on the holder ended: either way the lease is read next (a released lease
+// is taken on that read), and that holder is not waited on again for a lease duration: it let go, or
+// cannot be asked, and the watch covers the lease meanwhile.
+func (e *Elector) heard(r peerResult) {
+	e.skipped, e.skipUntil = r.target, e.clock.Now().Add(e.cfg.Timing.LeaseDuration)
+	e.mustRead = true
+	if r.err != nil {
+		e.cfg.Log.V(1).Info("Could not wait on the holder; watching the lease instead", "lease", e.name, "holder", r.target.holder, "url", r.target.url, "reason", r.err.Error())
+	}
 }

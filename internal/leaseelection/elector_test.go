@@ -593,7 +593,10 @@ func TestElectorListsAgainWhenItsWatchExpired(t *testing.T) {
 }
 
 func TestElectorBacksOffWhenWatchesEndAtOnce(t *testing.T) {
-	store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+	// b holds the lease throughout: a stays a follower, whose watch this is.
+	held := heldLease("b-0_ub", start)
+	held.Spec.LeaseDurationSeconds = 3600
+	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
 	store.endWatches = true
 	runElector(t, store, clock, "a-0_ua")
 	time.Sleep(200 * time.Millisecond) // real time; the backoff waits on the fake clock, which stands still
@@ -603,7 +606,7 @@ func TestElectorBacksOffWhenWatchesEndAtOnce(t *testing.T) {
 	if watches != 1 {
 		t.Fatalf("%d watches asked for in 200 ms with the clock standing still: want 1, then a wait", watches)
 	}
-	clock.Step(watchBackoffMax) // b's lease expires too: a take, which may resume the watch once more
+	clock.Step(watchBackoffMax)
 	eventually(t, "it watches again after the backoff", func() bool {
 		store.mu.Lock()
 		defer store.mu.Unlock()
@@ -828,7 +831,7 @@ func TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading(t *testing.T) {
 		name    string
 		stalled bool
 	}{
-		{name: "its watch brings the delete"},
+		{name: "its next renewal finds none"},
 		{name: "its next renewal conflicts and its read finds none", stalled: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -841,9 +844,7 @@ func TestLeaderCreatesItsDeletedLeaseAgainAndKeepsLeading(t *testing.T) {
 			store.mu.Unlock()
 
 			store.remove(t)
-			if tc.stalled {
-				clock.Step(testTiming.RetryPeriod)
-			}
+			clock.Step(testTiming.RetryPeriod) // a leader does not watch its lease: its renewal finds the delete
 			eventually(t, "it creates the lease again", func() bool {
 				store.mu.Lock()
 				defer store.mu.Unlock()
@@ -874,7 +875,8 @@ func TestElectorStepsDownWhenTheLeaseIsTakenFromIt(t *testing.T) {
 	e, _ := runElector(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "b-0_ub" })
-	eventually(t, "it steps down on seeing another holder", func() bool { return !e.Status().IsLeader })
+	clock.Step(testTiming.RetryPeriod)
+	eventually(t, "its next renewal conflicts, and it steps down on reading another holder", func() bool { return !e.Status().IsLeader })
 	if got := e.Status().Holder; got != "b-0_ub" {
 		t.Errorf("it names %q as holder, want b-0_ub", got)
 	}
@@ -935,6 +937,9 @@ func TestElectorHandsOver(t *testing.T) {
 					l.Annotations[contract.HandoverTo] = tc.to
 				}
 			})
+			// a sees the request at its next renewal (it does not watch its lease); the clock stands still
+			// from there, so the others take the lease on the release alone.
+			clock.Step(testTiming.RetryPeriod)
 			eventually(t, "another candidate takes the lease, the clock standing still", func() bool {
 				h := holderOf(store.current())
 				return h != "" && h != "a-0_ua"
@@ -963,7 +968,8 @@ func TestElectorHandoverBarsOthersUntilTheReleasedLeaseWouldExpire(t *testing.T)
 	store.write(t, func(l *Lease) {
 		l.Annotations = map[string]string{contract.HandoverFrom: "a-0_ua", contract.HandoverTo: "c-0"}
 	})
-	eventually(t, "a releases", func() bool { return holderOf(store.current()) == "" })
+	clock.Step(testTiming.RetryPeriod)
+	eventually(t, "a releases at its next renewal", func() bool { return holderOf(store.current()) == "" })
 	clock.Step(4*time.Second - time.Millisecond)
 	settle()
 	if h := holderOf(store.current()); h != "" {

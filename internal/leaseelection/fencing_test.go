@@ -111,6 +111,7 @@ func TestFencingTokenGrowsWithEveryAcquisition(t *testing.T) {
 	shared.write(t, func(l *Lease) {
 		l.Annotations = map[string]string{contract.HandoverFrom: "b-0_ub", contract.HandoverTo: "c-0"}
 	})
+	clock.Step(testTiming.RetryPeriod) // b sees the request at its next renewal
 	eventually(t, "c takes the handed-over lease", leads(c))
 
 	// c is cut off: it stops at its renew deadline, and b takes the lease once it has expired.
@@ -125,6 +126,7 @@ func TestFencingTokenGrowsWithEveryAcquisition(t *testing.T) {
 	c2, _ := r.elector(storeOf("c-0_uc2"), clock, "c-0_uc2")
 	eventually(t, "the new c-0 has seen the lease", func() bool { return c2.Synced() && c2.Status().Holder == "b-0_ub" })
 	shared.write(t, func(l *Lease) { l.Annotations = map[string]string{contract.HandoverFrom: "b-0_ub"} })
+	clock.Step(testTiming.RetryPeriod) // b sees the request at its next renewal
 	eventually(t, "someone takes the lease b handed over", func() bool { return c2.Status().IsLeader || c.Status().IsLeader })
 
 	// The holder's agent restarts in the same pod (same identity): it takes its own lease back, and its

@@ -130,6 +130,19 @@ func TestElectorThatSteppedDownTakesItsOwnLeaseBackWithoutReadingIt(t *testing.T
 	}
 }
 
+// answeringLock is a LeaseLock whose object answers its holder, as a MultiClusterLeaseLock's does: its
+// leader watches its lease, as only such a leader does.
+type answeringLock struct{ LeaseLock }
+
+func (answeringLock) answersHolder() bool { return true }
+
+// runWatchingLeader is runElector on an answeringLock.
+func runWatchingLeader(t *testing.T, store Store, clock *clocktesting.FakeClock, identity string) (*Elector, context.CancelFunc) {
+	t.Helper()
+	return startElector(t, Config{Lock: answeringLock{LeaseLock{store}}, Namespace: "shop", Name: "orders", Identity: identity,
+		Timing: testTiming, ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard()})
+}
+
 // refused is a request to an API server that is not running: nothing listens at its address.
 var refused = &url.Error{Op: "Get", URL: "https://127.0.0.1:6443", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 
@@ -155,7 +168,7 @@ func (s *memStore) watching() (open bool, lists, watches int) {
 // the next change at once.
 func TestLeaderWatchResumesFromItsNextRenewalWithoutAList(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
-	e, _ := runElector(t, store, clock, "a-0_ua")
+	e, _ := runWatchingLeader(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 	settle()
 	_, lists, watches := store.watching()
@@ -192,7 +205,7 @@ func TestLeaderWatchResumesFromItsNextRenewalWithoutAList(t *testing.T) {
 // write until its renew deadline) steps down, and its watch then retries as a follower's does.
 func TestLeaderWatchWaitsForARenewalAndRetriesOnItsOwnOnceItStepsDown(t *testing.T) {
 	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
-	e, _ := runElector(t, store, clock, "a-0_ua")
+	e, _ := runWatchingLeader(t, store, clock, "a-0_ua")
 	eventually(t, "it leads", func() bool { return e.Status().IsLeader })
 	settle()
 	_, _, watches := store.watching()

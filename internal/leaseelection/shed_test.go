@@ -229,7 +229,10 @@ func TestWatchResumesFromTheLastVersionAndListsOnlyWhenExpired(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			store, clock := storeWith(t, heldLease("b-0_ub", start)), clocktesting.NewFakeClock(start)
+			// b holds the lease throughout: a stays a follower, whose watch this is.
+			held := heldLease("b-0_ub", start)
+			held.Spec.LeaseDurationSeconds = 3600
+			store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
 			e, _ := runElector(t, store, clock, "a-0_ua")
 			eventually(t, "it watches", func() bool { return e.watch.watching.Load() })
 			tt.end(t, store)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math/rand/v2"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -45,15 +46,87 @@ type leaseWatch struct {
 	// a write (see run).
 	leading atomic.Bool
 	resume  chan *Lease
+
+	// gate says whether the elector wants the lease watched (see watchGate).
+	gate watchGate
+}
+
+// watchGate is whether the elector wants its lease watched: not while it leads, nor while it waits on the
+// holder instead (see peer.go). Turning it off ends the watch open; turning it on starts one, from the
+// version the elector last knew when it gives one.
+type watchGate struct {
+	mu sync.Mutex
+	on bool
+	// from is the version to watch from when the gate opens (nil: the watch's own).
+	from *Lease
+	// cancel ends the watch running through the gate (nil: none).
+	cancel context.CancelFunc
+	// changed is closed, and replaced, on every change.
+	changed chan struct{}
+}
+
+// set opens or closes the gate; from, on opening, is the latest version the elector knows.
+func (g *watchGate) set(on bool, from *Lease) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.changed == nil {
+		g.changed = make(chan struct{})
+	}
+	if on == g.on {
+		return
+	}
+	g.on = on
+	if on {
+		g.from = from
+	} else if g.cancel != nil {
+		g.cancel()
+		g.cancel = nil
+	}
+	close(g.changed)
+	g.changed = make(chan struct{})
+}
+
+// pass waits until the gate is open, or ctx ends, and returns a context that ends with ctx or when the
+// gate closes, its cancel, and the version to watch from when the elector gave one since the last pass.
+func (g *watchGate) pass(ctx context.Context) (context.Context, context.CancelFunc, *Lease) {
+	for {
+		g.mu.Lock()
+		if g.changed == nil {
+			g.changed = make(chan struct{})
+		}
+		if g.on || ctx.Err() != nil {
+			passCtx, cancel := context.WithCancel(ctx)
+			if !g.on {
+				cancel()
+			}
+			g.cancel = cancel
+			from := g.from
+			g.from = nil
+			g.mu.Unlock()
+			return passCtx, cancel, from
+		}
+		changed := g.changed
+		g.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-changed:
+		}
+	}
 }
 
 func newLeaseWatch(store Store, streamer streamingLister, namespace, name string, timing lease.Timing, clock clock.Clock, log logr.Logger) *leaseWatch {
-	return &leaseWatch{
+	w := &leaseWatch{
 		store: store, streamer: streamer, namespace: namespace, name: name,
 		retryPeriod: timing.RetryPeriod, leaseDuration: timing.LeaseDuration,
 		clock: clock, log: log, resume: make(chan *Lease, 1),
 	}
+	w.gate.set(true, nil) // until the elector knows better, it watches
+	return w
 }
+
+// want tells the watch whether the elector wants the lease watched; from, when it does, is the latest
+// version the elector knows, which a watch that was off starts from.
+func (w *leaseWatch) want(on bool, from *Lease) { w.gate.set(on, from) }
 
 // latest is the latest version of the lease seen, nil before the first and after a delete.
 func (w *leaseWatch) latest() *Lease { return w.observed.Load() }
@@ -151,8 +224,9 @@ func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time
 //     reads the lease before it takes it (unless that copy names it the holder). It costs only the
 //     prompt news of a release made in that window, which the follower then sees when its copy expires,
 //     as after a crash. A watch that never listed has no copy to judge from, and keeps the retry period.
-func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
+func (w *leaseWatch) run(outer context.Context, changed chan<- struct{}) {
 	label := w.namespace + "/" + w.name
+	ctx := outer
 	notify := func(l *Lease) {
 		w.observed.Store(l)
 		select {
@@ -232,38 +306,58 @@ func (w *leaseWatch) run(ctx context.Context, changed chan<- struct{}) {
 
 	// streaming: the store can stream a list and the server has not refused it.
 	streaming := w.streamer != nil
-	for ctx.Err() == nil {
-		listing := resourceVersion == ""
-		if listing && !streaming {
-			l, rv, err := w.store.List(ctx, w.namespace, w.name)
-			if err != nil {
-				wait(err)
-				continue
-			}
-			resourceVersion, relisting = rv, false
-			w.listed(l, notify)
-			continue
+	for outer.Err() == nil {
+		// Each pass runs while the elector wants the lease watched: ctx, which the closures above read too,
+		// ends when it stops wanting it, and the watch then waits for the next pass, keeping the version
+		// it had, or taking the one the elector knows by then.
+		passCtx, endPass, from := w.gate.pass(outer)
+		ctx = passCtx
+		if from != nil {
+			resourceVersion, relisting = from.ResourceVersion, false
 		}
-		open := func(ctx context.Context) (<-chan Event, error) {
-			if listing {
-				return w.streamer.StreamList(ctx, w.namespace, w.name)
-			}
-			return w.store.Watch(ctx, w.namespace, w.name, resourceVersion)
-		}
-		progressed, err := w.follow(ctx, open, listing, &resourceVersion, notify)
-		if progressed {
-			backoff, relisting = watchBackoffMin, false
-		}
-		switch {
-		case errors.Is(err, errStreamingListRefused), errors.Is(err, errStreamingListIgnored):
-			w.log.V(1).Info("The API server does not stream lists; listing and watching the lease instead", "lease", label, "reason", err.Error())
-			streaming = false
-		case err != nil:
-			if kubeclient.IsResourceExpired(err) {
-				resourceVersion = ""
-			}
+		w.pass(ctx, &resourceVersion, &relisting, &streaming, &backoff, wait, notify)
+		endPass()
+	}
+}
+
+// pass is one turn of run's loop: it lists the lease, or watches it until the watch ends, and waits after
+// a failure (wait).
+func (w *leaseWatch) pass(ctx context.Context, resourceVersion *string, relisting, streaming *bool, backoff *time.Duration, wait func(error), notify func(*Lease)) {
+	if ctx.Err() != nil {
+		return
+	}
+	listing := *resourceVersion == ""
+	if listing && !*streaming {
+		l, rv, err := w.store.List(ctx, w.namespace, w.name)
+		if err != nil {
 			wait(err)
+			return
 		}
+		*resourceVersion, *relisting = rv, false
+		w.listed(l, notify)
+		return
+	}
+	open := func(ctx context.Context) (<-chan Event, error) {
+		if listing {
+			return w.streamer.StreamList(ctx, w.namespace, w.name)
+		}
+		return w.store.Watch(ctx, w.namespace, w.name, *resourceVersion)
+	}
+	progressed, err := w.follow(ctx, open, listing, resourceVersion, notify)
+	if progressed {
+		*backoff, *relisting = watchBackoffMin, false
+	}
+	switch {
+	case ctx.Err() != nil:
+		// The elector stopped wanting the watch, or is stopping: no failure to wait out.
+	case errors.Is(err, errStreamingListRefused), errors.Is(err, errStreamingListIgnored):
+		w.log.V(1).Info("The API server does not stream lists; listing and watching the lease instead", "lease", w.namespace+"/"+w.name, "reason", err.Error())
+		*streaming = false
+	case err != nil:
+		if kubeclient.IsResourceExpired(err) {
+			*resourceVersion = ""
+		}
+		wait(err)
 	}
 }
 

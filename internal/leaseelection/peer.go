@@ -1,0 +1,256 @@
+package leaseelection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/leasegate/leasegate/internal/contract"
+)
+
+// A follower learns that the leader let go of the lease from the leader itself, not from a watch of the
+// lease: it holds a request open to the holder's agent (the URL the holder writes on the lease,
+// contract.HolderURL), which the holder answers once it has released the lease, handed it over or
+// stepped down. An open watch costs the API server about 110 KiB and two goroutines; at 10,000 leases ×
+// 3 candidates the watches were three quarters of its memory (docs/scale.md). The wait costs the leader's
+// agent a goroutine, and the API server nothing.
+//
+// The answer is only a wake-up: it carries nothing the follower trusts. A woken follower reads the lease
+// and judges it as it would a watch event, and every write is still a compare-and-swap, so a wake-up
+// that is wrong, forged or lost costs time, never safety. Lost ones are bounded: a follower also reads
+// the lease when its copy could have expired (the crash path, whose budget is the same), and watches the
+// lease, as before, wherever the wait is not answered (a holder that writes no URL, such as client-go's
+// elector or an older agent; a NetworkPolicy that keeps pods apart; a holder that went away).
+
+// maxHold is how long the holder keeps a wait open before it answers that it still leads, so that a
+// connection whose other end went away unannounced (a node lost) is found within it.
+const maxHold = 30 * time.Second
+
+// maxWaitersPerLease bounds the waits one holder keeps open for one lease: its candidates' followers,
+// with room for restarts. One past it is refused, and that follower watches the lease instead.
+const maxWaitersPerLease = 16
+
+// WakeHub answers the waits of the followers of the electors registered on it while they lead: one per
+// agent, on the agent's endpoints (contract.AgentWakePath), shared by its elections.
+type WakeHub struct {
+	mu    sync.Mutex
+	terms map[termKey]*heldTerm
+}
+
+type termKey struct{ lease, holder string }
+
+// heldTerm is a lease an elector of the hub leads: released is closed when it lets go.
+type heldTerm struct {
+	released chan struct{}
+	waiters  int
+}
+
+// NewWakeHub returns a hub with no term held.
+func NewWakeHub() *WakeHub { return &WakeHub{terms: map[termKey]*heldTerm{}} }
+
+// lead records that holder leads lease ("<namespace>/<name>"); a term already recorded stays.
+func (h *WakeHub) lead(lease, holder string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if _, ok := h.terms[termKey{lease, holder}]; !ok {
+		h.terms[termKey{lease, holder}] = &heldTerm{released: make(chan struct{})}
+	}
+}
+
+// release answers every wait on holder's term of lease: it no longer leads.
+func (h *WakeHub) release(lease, holder string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if t, ok := h.terms[termKey{lease, holder}]; ok {
+		close(t.released)
+		delete(h.terms, termKey{lease, holder})
+	}
+}
+
+// Close answers every wait, as the agent does before its endpoints shut down.
+func (h *WakeHub) Close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for k, t := range h.terms {
+		close(t.released)
+		delete(h.terms, k)
+	}
+}
+
+// ServeHTTP answers GET ?lease=<namespace>/<name>&holder=<identity>: 200 once that holder has let go of
+// the lease, 204 after maxHold while it still leads, 404 at once when it does not lead the lease here,
+// 503 when the term has maxWaitersPerLease waits open.
+func (h *WakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	key := termKey{q.Get("lease"), q.Get("holder")}
+	if key.lease == "" || key.holder == "" {
+		http.Error(w, "a wait names the lease (lease=<namespace>/<name>) and its holder (holder=<identity>)", http.StatusBadRequest)
+		return
+	}
+	h.mu.Lock()
+	t, ok := h.terms[key]
+	if ok && t.waiters >= maxWaitersPerLease {
+		h.mu.Unlock()
+		http.Error(w, fmt.Sprintf("%d waits are open on this lease already; watch it instead", maxWaitersPerLease), http.StatusServiceUnavailable)
+		return
+	}
+	if ok {
+		t.waiters++
+	}
+	h.mu.Unlock()
+	if !ok {
+		http.Error(w, "this agent does not lead that lease as that holder", http.StatusNotFound)
+		return
+	}
+	defer func() {
+		h.mu.Lock()
+		t.waiters--
+		h.mu.Unlock()
+	}()
+	// The agent's endpoints bound how long an answer may take; a wait is answered later by design.
+	_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(maxHold + 5*time.Second))
+	hold := time.NewTimer(maxHold)
+	defer hold.Stop()
+	select {
+	case <-t.released:
+		w.WriteHeader(http.StatusOK)
+	case <-hold.C:
+		w.WriteHeader(http.StatusNoContent)
+	case <-r.Context().Done():
+	}
+}
+
+// HolderURL is the URL an agent reachable at host (an IP address) and port writes on the leases it
+// holds, contract.HolderURL; "" when host is not an IP address that other pods can reach, where it
+// writes none and its followers watch.
+func HolderURL(host string, port int) string {
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.IsUnspecified() || ip.Zone() != "" || port <= 0 || port > 65535 {
+		return ""
+	}
+	return "http://" + netip.AddrPortFrom(ip, uint16(port)).String()
+}
+
+// holderURLOf is the holder URL l carries, if it is one: http://<IP>:<port> and nothing else, so that a
+// follower never resolves a name nor follows a path someone else chose.
+func holderURLOf(l *Lease) (string, bool) {
+	raw := l.Annotations[contract.HolderURL]
+	u, err := url.Parse(raw)
+	if raw == "" || err != nil || u.Scheme != "http" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return "", false
+	}
+	ap, err := netip.ParseAddrPort(u.Host)
+	if err != nil || ap.Port() == 0 || ap.Addr().IsUnspecified() || ap.Addr().Zone() != "" {
+		return "", false
+	}
+	return raw, true
+}
+
+// peerTarget is a holder a follower waits on: its URL, the lease and the holder's identity.
+type peerTarget struct{ url, lease, holder string }
+
+// peerResult is how a wait on target ended: released (the holder answered that it let go), or err.
+type peerResult struct {
+	target   peerTarget
+	released bool
+	err      error
+}
+
+// newPeerClient is the followers' client of holders' agents: cleartext HTTP/2, so the waits of one agent's
+// elections on one holder share a connection, never through a proxy, and quick to give up on a holder
+// it cannot reach (the follower then watches).
+func newPeerClient() *http.Client {
+	t := &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		Protocols:             new(http.Protocols),
+		MaxIdleConnsPerHost:   4,
+		IdleConnTimeout:       maxHold + 15*time.Second,
+		ResponseHeaderTimeout: maxHold + 5*time.Second,
+		DisableCompression:    true,
+	}
+	t.Protocols.SetUnencryptedHTTP2(true)
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+var errPeerRefused = errors.New("the holder's agent refused the wait")
+
+// waitOnHolder waits until target's holder answers that it let go of the lease, asking again each time
+// it answers that it still leads; it returns an error when the holder cannot be asked or refuses.
+func waitOnHolder(ctx context.Context, client *http.Client, target peerTarget) error {
+	u := target.url + contract.AgentWakePath + "?" + url.Values{"lease": {target.lease}, "holder": {target.holder}}.Encode()
+	for {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+		if err != nil {
+			return err
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		switch resp.StatusCode {
+		case http.StatusOK:
+			return nil
+		case http.StatusNoContent:
+			continue // still leading
+		default:
+			return fmt.Errorf("%w: %s", errPeerRefused, strings.ToLower(http.StatusText(resp.StatusCode)))
+		}
+	}
+}
+
+// waitOnHolders runs the waits of one elector: each target it is given (the zero target: none), until ctx
+// ends, reporting how each ended in results, latest first (an older result is dropped).
+func waitOnHolders(ctx context.Context, client *http.Client, targets <-chan peerTarget, results chan peerResult) {
+	stop := func() {}
+	defer func() { stop() }()
+	for {
+		var target peerTarget
+		select {
+		case <-ctx.Done():
+			return
+		case target = <-targets:
+		}
+		stop()
+		stop = func() {}
+		if target.url != "" {
+			stop = startWait(ctx, client, target, results)
+		}
+	}
+}
+
+// startWait waits on target in its own goroutine, and returns what ends the wait.
+func startWait(ctx context.Context, client *http.Client, target peerTarget, results chan peerResult) context.CancelFunc {
+	waitCtx, cancel := context.WithCancel(ctx)
+	go func() {
+		err := waitOnHolder(waitCtx, client, target)
+		if waitCtx.Err() != nil {
+			return // given another target, or stopping
+		}
+		offerLatest(results, peerResult{target: target, released: err == nil, err: err})
+	}()
+	return cancel
+}
+
+// offerLatest puts v in ch (capacity 1), in place of anything there.
+func offerLatest[T any](ch chan T, v T) {
+	for {
+		select {
+		case ch <- v:
+			return
+		default:
+		}
+		select {
+		case <-ch:
+		default:
+		}
+	}
+}

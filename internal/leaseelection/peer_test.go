@@ -1,0 +1,248 @@
+package leaseelection
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/leasegate/leasegate/internal/contract"
+)
+
+// wakeServer serves a hub on loopback with cleartext HTTP/2, as the agent's endpoints do, and returns it
+// with its holder URL.
+func wakeServer(t *testing.T) (*WakeHub, string) {
+	t.Helper()
+	hub := NewWakeHub()
+	mux := http.NewServeMux()
+	mux.Handle("GET "+contract.AgentWakePath, hub)
+	srv := httptest.NewUnstartedServer(mux)
+	srv.Config.Protocols = new(http.Protocols)
+	srv.Config.Protocols.SetHTTP1(true)
+	srv.Config.Protocols.SetUnencryptedHTTP2(true)
+	srv.Start()
+	t.Cleanup(func() {
+		hub.Close()
+		srv.Close()
+	})
+	addr := srv.Listener.Addr().(*net.TCPAddr)
+	return hub, HolderURL(addr.IP.String(), addr.Port)
+}
+
+// runAdvertising is runElector for an elector that answers its followers' waits on hub at url.
+func runAdvertising(t *testing.T, store Store, clock *clocktesting.FakeClock, identity string, hub *WakeHub, url string) (*Elector, context.CancelFunc) {
+	t.Helper()
+	return startElector(t, Config{Lock: LeaseLock{store}, Namespace: "shop", Name: "orders", Identity: identity, Timing: testTiming,
+		ClockSkewMargin: time.Second, Clock: clock, Log: logr.Discard(), Wake: hub, WakeURL: url})
+}
+
+func openWatches(s *memStore) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.watchers)
+}
+
+// TestFollowersWaitOnTheHolderAndTakeItsReleaseWithoutAWatch: the leader writes its URL on the lease and
+// watches nothing; its followers wait on it instead of watching, and take the lease it releases at once,
+// the clock standing still, with one read each.
+func TestFollowersWaitOnTheHolderAndTakeItsReleaseWithoutAWatch(t *testing.T) {
+	store, clock := storeWith(t, nil), clocktesting.NewFakeClock(start)
+	hubA, urlA := wakeServer(t)
+	a, stopA := runAdvertising(t, store, clock, "a-0_ua", hubA, urlA)
+	eventually(t, "a leads", func() bool { return a.Status().IsLeader })
+	if got := store.current().Annotations[contract.HolderURL]; got != urlA {
+		t.Fatalf("the lease names %q as the holder's URL, want %q", got, urlA)
+	}
+	hubB, urlB := wakeServer(t)
+	b, _ := runAdvertising(t, store, clock, "b-0_ub", hubB, urlB)
+	hubC, urlC := wakeServer(t)
+	c, _ := runAdvertising(t, store, clock, "c-0_uc", hubC, urlC)
+	eventually(t, "no watch is open: the leader watches nothing, its followers wait on it", func() bool {
+		return b.Synced() && c.Synced() && openWatches(store) == 0
+	})
+	gets, _ := store.counts()
+
+	stopA()
+	eventually(t, "a follower takes the released lease, the clock standing still", func() bool {
+		return b.Status().IsLeader || c.Status().IsLeader
+	})
+	winnerURL := urlB
+	if c.Status().IsLeader {
+		winnerURL = urlC
+	}
+	if got := store.current().Annotations[contract.HolderURL]; got != winnerURL {
+		t.Errorf("the lease names %q as the holder's URL, want the new holder's %q", got, winnerURL)
+	}
+	eventually(t, "the other follower waits on the new holder, and nothing watches", func() bool {
+		return openWatches(store) == 0
+	})
+	if after, _ := store.counts(); after-gets > 3 {
+		t.Errorf("%d reads between the release and the take: want at most one per follower, and the loser's one after its lost race", after-gets)
+	}
+}
+
+// TestFollowerWatchesWhereTheHolderCannotBeAsked: a lease naming a URL nobody answers (a NetworkPolicy,
+// a holder gone) is watched, and its release is taken at once through the watch.
+func TestFollowerWatchesWhereTheHolderCannotBeAsked(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close() // nothing answers there
+	held := heldLease("b-0_ub", start)
+	held.Spec.LeaseDurationSeconds = 3600
+	held.Annotations = map[string]string{contract.HolderURL: "http://127.0.0.1:" + strconv.Itoa(port)}
+	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
+	a, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "the wait fails, and it watches the lease instead", func() bool { return a.Synced() && openWatches(store) == 1 })
+
+	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
+	eventually(t, "it takes the released lease from its watch, the clock standing still", func() bool { return a.Status().IsLeader })
+}
+
+// TestFollowerOfACrashedHolderTakesTheLeaseWhenItExpires: a holder that stops without releasing (its
+// agent killed: the wait's connection ends) leaves the lease to expire; the follower, then watching,
+// takes it at its expiry and not before.
+func TestFollowerOfACrashedHolderTakesTheLeaseWhenItExpires(t *testing.T) {
+	hub, url := wakeServer(t)
+	hub.lead("shop/orders", "b-0_ub")
+	held := heldLease("b-0_ub", start)
+	held.Annotations = map[string]string{contract.HolderURL: url}
+	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
+	a, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it waits on the holder", func() bool { return a.Synced() && a.waitingOnHolder() && openWatches(store) == 0 })
+
+	hub.Close() // answers the wait as a crash would end it: the lease still names b
+	eventually(t, "it watches the lease once the wait ended", func() bool { return openWatches(store) == 1 })
+	// b's term: renewed at start, 3 s, 1 s of margin.
+	for clock.Now().Before(start.Add(4*time.Second - testTiming.RetryPeriod)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+		if a.Status().IsLeader {
+			t.Fatalf("it took b's lease %s after b's last renewal, within its term", clock.Since(start))
+		}
+	}
+	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
+	stepUntilLeading(t, clock, a, "it takes the lease once b's term has ended")
+}
+
+// waitingOnHolder reports whether the elector's loop waits on a holder: for the tests, which read it
+// while the loop runs, through the status it publishes and the watch it wants.
+func (e *Elector) waitingOnHolder() bool {
+	e.watch.gate.mu.Lock()
+	defer e.watch.gate.mu.Unlock()
+	return !e.watch.gate.on && !e.Status().IsLeader
+}
+
+func TestWakeHubAnswers(t *testing.T) {
+	hub, url := wakeServer(t)
+	client := newPeerClient()
+	ask := func(lease, holder string) int {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+contract.AgentWakePath+"?lease="+lease+"&holder="+holder, nil)
+		resp, err := client.Do(req)
+		if err != nil {
+			return 0 // still waiting when the test gave up
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	if got := ask("shop/orders", "a-0_ua"); got != http.StatusNotFound {
+		t.Errorf("a wait on a holder that does not lead here: %d, want 404", got)
+	}
+	if got := ask("", "a-0_ua"); got != http.StatusBadRequest {
+		t.Errorf("a wait that names no lease: %d, want 400", got)
+	}
+	hub.lead("shop/orders", "a-0_ua")
+	if got := ask("shop/orders", "a-0_ua"); got != 0 {
+		t.Errorf("a wait on a holder that leads was answered %d at once, want it held", got)
+	}
+	done := make(chan error, 1)
+	go func() { done <- waitOnHolder(context.Background(), client, peerTarget{url: url, lease: "shop/orders", holder: "a-0_ua"}) }()
+	time.Sleep(50 * time.Millisecond)
+	hub.release("shop/orders", "a-0_ua")
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("the wait ended with %v once the holder let go, want nil", err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the wait was not answered when the holder let go")
+	}
+}
+
+func TestWakeHubBoundsTheWaitsOnOneLease(t *testing.T) {
+	hub, url := wakeServer(t)
+	hub.lead("shop/orders", "a-0_ua")
+	client := newPeerClient()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	for range maxWaitersPerLease {
+		go func() { _ = waitOnHolder(ctx, client, peerTarget{url: url, lease: "shop/orders", holder: "a-0_ua"}) }()
+	}
+	eventually(t, "the waits are open", func() bool {
+		hub.mu.Lock()
+		defer hub.mu.Unlock()
+		return hub.terms[termKey{"shop/orders", "a-0_ua"}].waiters == maxWaitersPerLease
+	})
+	err := waitOnHolder(ctx, client, peerTarget{url: url, lease: "shop/orders", holder: "a-0_ua"})
+	if err == nil {
+		t.Fatal("one wait past the bound was held, want it refused (its follower watches instead)")
+	}
+}
+
+func TestHolderURLOf(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		ok          bool
+	}{
+		{"an IPv4 address and port", "http://10.1.2.3:9440", true},
+		{"an IPv6 address and port", "http://[fd00::1]:9440", true},
+		{"none", "", false},
+		{"a host name, which the follower would resolve", "http://leader.shop.svc:9440", false},
+		{"https", "https://10.1.2.3:9440", false},
+		{"a path", "http://10.1.2.3:9440/admin", false},
+		{"a query", "http://10.1.2.3:9440?x=1", false},
+		{"user info", "http://u:p@10.1.2.3:9440", false},
+		{"no port", "http://10.1.2.3", false},
+		{"port 0", "http://10.1.2.3:0", false},
+		{"the unspecified address", "http://0.0.0.0:9440", false},
+		{"an IPv6 zone", "http://[fe80::1%25eth0]:9440", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			l := &Lease{Annotations: map[string]string{contract.HolderURL: tc.value}}
+			if _, ok := holderURLOf(l); ok != tc.ok {
+				t.Errorf("holderURLOf(%q) ok = %v, want %v", tc.value, ok, tc.ok)
+			}
+		})
+	}
+}
+
+func TestHolderURL(t *testing.T) {
+	for _, tc := range []struct {
+		host string
+		port int
+		want string
+	}{
+		{"10.1.2.3", 9440, "http://10.1.2.3:9440"},
+		{"fd00::1", 9440, "http://[fd00::1]:9440"},
+		{"", 9440, ""},
+		{"0.0.0.0", 9440, ""},
+		{"::", 9440, ""},
+		{"leader.example", 9440, ""},
+		{"10.1.2.3", 0, ""},
+	} {
+		if got := HolderURL(tc.host, tc.port); got != tc.want {
+			t.Errorf("HolderURL(%q, %d) = %q, want %q", tc.host, tc.port, got, tc.want)
+		}
+	}
+}
