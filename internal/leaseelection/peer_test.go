@@ -167,7 +167,9 @@ func TestWakeHubAnswers(t *testing.T) {
 		t.Errorf("a wait on a holder that leads was answered %d at once, want it held", got)
 	}
 	done := make(chan error, 1)
-	go func() { done <- waitOnHolder(context.Background(), client, peerTarget{url: url, lease: "shop/orders", holder: "a-0_ua"}) }()
+	go func() {
+		done <- waitOnHolder(context.Background(), client, peerTarget{url: url, lease: "shop/orders", holder: "a-0_ua"})
+	}()
 	time.Sleep(50 * time.Millisecond)
 	hub.release("shop/orders", "a-0_ua")
 	select {
