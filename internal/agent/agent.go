@@ -92,6 +92,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 	}
 	// A MultiClusterLease's followers watch it: its answers come through the object.
 	var wakeURL string
+	peerClient := leaseelection.NewPeerClient() // the elections' waits on one holder share a connection
 	if s.LeaseKind == contract.LeaseKindLease {
 		wakeURL = s.wakeURL(listener.Addr().(*net.TCPAddr).Port)
 	}
@@ -118,6 +119,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 			Log:             e.log,
 			Wake:            a.wake,
 			WakeURL:         wakeURL,
+			PeerClient:      peerClient,
 		})
 		if err != nil {
 			return fail(err)

@@ -45,7 +45,7 @@ type Config struct {
 	// holder whose lease names such a URL, whatever it sets here.
 	Wake    *WakeHub
 	WakeURL string
-	// PeerClient is what followers wait on holders with; nil is newPeerClient's.
+	// PeerClient is what followers wait on holders with; nil is NewPeerClient's.
 	PeerClient *http.Client
 	// Clock is what the elector reads the time from and arms its timer on; nil is the real clock (the
 	// unit tests step a fake one).
@@ -166,7 +166,7 @@ func NewElector(cfg Config) (*Elector, error) {
 		cfg.Clock = clock.RealClock{}
 	}
 	if cfg.PeerClient == nil {
-		cfg.PeerClient = newPeerClient()
+		cfg.PeerClient = NewPeerClient()
 	}
 	name := cfg.Namespace + "/" + cfg.Name
 	return &Elector{

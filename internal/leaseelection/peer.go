@@ -163,10 +163,10 @@ type peerResult struct {
 	err      error
 }
 
-// newPeerClient is the followers' client of holders' agents: cleartext HTTP/2, so the waits of one agent's
+// NewPeerClient is the followers' client of holders' agents: cleartext HTTP/2, so the waits of one agent's
 // elections on one holder share a connection, never through a proxy, and quick to give up on a holder
 // it cannot reach (the follower then watches).
-func newPeerClient() *http.Client {
+func NewPeerClient() *http.Client {
 	t := &http.Transport{
 		Proxy:                 nil,
 		DialContext:           (&net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}).DialContext,

@@ -143,7 +143,7 @@ func (e *Elector) waitingOnHolder() bool {
 
 func TestWakeHubAnswers(t *testing.T) {
 	hub, url := wakeServer(t)
-	client := newPeerClient()
+	client := NewPeerClient()
 	ask := func(lease, holder string) int {
 		t.Helper()
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
@@ -185,7 +185,7 @@ func TestWakeHubAnswers(t *testing.T) {
 func TestWakeHubBoundsTheWaitsOnOneLease(t *testing.T) {
 	hub, url := wakeServer(t)
 	hub.lead("shop/orders", "a-0_ua")
-	client := newPeerClient()
+	client := NewPeerClient()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	for range maxWaitersPerLease {

@@ -210,7 +210,8 @@ func watchRetryDelay(window, backoff, retryAfter time.Duration, jitter func(time
 // After a kube-apiserver restart every watch is down at once, and the versions they had have expired on
 // the new server. What comes back first, and what not at all, is chosen so that the leaders' renewals
 // meet as few other requests as can be:
-//   - a leader's watch waits for the leader's next renewal and resumes from the version it wrote, with
+//   - a leader's watch (only a leader whose lock answers it through the object watches: see
+//     Elector.path) waits for the leader's next renewal and resumes from the version it wrote, with
 //     no list: its renewals need no watch (each is a compare-and-swap), and its renewal is one the new
 //     server can watch from;
 //   - a follower's watch tries again at a point drawn over the retry period (or the backoff, when

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/kubeclient"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/leaseelection"
@@ -255,9 +257,15 @@ func startCandidate(ctx context.Context, key rowKey, pods *process.PodClients, i
 	// its steady renewals, and a burst of 5.
 	api.SetRateLimit(2/timing.RetryPeriod.Seconds(), 5)
 	store := &agentStore{Client: leaseelection.NewClient(api), last: last, writes: w}
+	peers, err := agentPeers()
+	if err != nil {
+		cancel()
+		return nil, err
+	}
 	elector, err := leaseelection.NewElector(leaseelection.Config{
 		Lock: leaseelection.LeaseLock{Store: store}, Namespace: namespace, Name: leaseName, Identity: identity,
 		Timing: timing, ClockSkewMargin: lease.DefaultClockSkewMargin, Log: log,
+		Wake: peers.hub, WakeURL: peers.url, PeerClient: peers.client,
 	})
 	if err != nil {
 		cancel()
@@ -299,3 +307,27 @@ func (l *latencies) record(on bool) []time.Duration {
 	l.on = on
 	return slices.Clone(l.d)
 }
+
+// peers is where the agent electors answer their followers' waits, as each agent does on its pod's
+// endpoints: here one loopback server, with cleartext HTTP/2 as the agent's, shared by every elector of
+// the run, and one client for their waits (an agent's elections share one too).
+type peers struct {
+	hub    *leaseelection.WakeHub
+	url    string
+	client *http.Client
+}
+
+var agentPeers = sync.OnceValues(func() (*peers, error) {
+	listener, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	hub := leaseelection.NewWakeHub()
+	mux := http.NewServeMux()
+	mux.Handle("GET "+contract.AgentWakePath, hub)
+	server := &http.Server{Handler: mux, Protocols: new(http.Protocols), ReadHeaderTimeout: 5 * time.Second}
+	server.Protocols.SetHTTP1(true)
+	server.Protocols.SetUnencryptedHTTP2(true)
+	go func() { _ = server.Serve(listener) }()
+	return &peers{hub: hub, url: leaseelection.HolderURL("127.0.0.1", listener.Addr().(*net.TCPAddr).Port), client: leaseelection.NewPeerClient()}, nil
+})

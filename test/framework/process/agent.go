@@ -30,6 +30,9 @@ type AgentOptions struct {
 	GateGRPCMethods string
 	// LeaseKind, when set, is LEASEGATE_LEASE_KIND (MultiClusterLease: one leader across clusters).
 	LeaseKind string
+	// PodIP, when set, is POD_IP, the address the agent, leading, names for its followers' waits; unset,
+	// they reach it on its loopback listen address.
+	PodIP string
 }
 
 // Agent is a running leasegate-agent process.
@@ -74,6 +77,9 @@ func StartAgent(binary string, pod *Pod, leaseName string, opts AgentOptions) (*
 	if opts.LeaseKind != "" {
 		env = append(env, "LEASEGATE_LEASE_KIND="+opts.LeaseKind)
 	}
+	if opts.PodIP != "" {
+		env = append(env, "POD_IP="+opts.PodIP)
+	}
 	gatePort := 0
 	if opts.GateUpstream != "" {
 		if gatePort, err = FreePort(); err != nil {
@@ -111,7 +117,8 @@ func StartInjectedAgent(binary string, pod *corev1.Pod, identity *Pod) (*Agent, 
 	if err != nil {
 		return nil, err
 	}
-	downward := map[string]string{"metadata.name": pod.Name, "metadata.namespace": pod.Namespace, "metadata.uid": string(pod.UID)}
+	// The pod's IP is its loopback address here, where its listen address is too.
+	downward := map[string]string{"metadata.name": pod.Name, "metadata.namespace": pod.Namespace, "metadata.uid": string(pod.UID), "status.podIP": "127.0.0.1"}
 	env := []string{"PATH=" + os.Getenv("PATH")}
 	for _, e := range agent.Env {
 		value := e.Value
