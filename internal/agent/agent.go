@@ -127,6 +127,7 @@ func New(s Settings, log logr.Logger) (*Agent, error) {
 		e.metrics = newMetrics(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name,
 			lease.TakeoverBudget(spec.Timing().LeaseDuration, s.ClockSkewMargin), e.elector.LastRenewal)
 		registerFencingToken(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() int64 { return e.elector.Status().FencingToken })
+		registerWatching(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, e.elector.Watching)
 		if s.LeaseKind == contract.LeaseKindMultiClusterLease {
 			registerLocalCandidate(a.registry, s.PodNamespace+"/"+spec.Lease, spec.Name, func() bool { return e.elector.Status().Holder == s.Identity() })
 		}

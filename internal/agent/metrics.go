@@ -113,6 +113,22 @@ func registerFencingToken(registry prometheus.Registerer, lease, election string
 	}, func() float64 { return float64(token()) }))
 }
 
+// registerWatching exports whether the election holds a watch of its lease: where a follower cannot wait
+// on the leader's agent (a NetworkPolicy on its port, a holder that names no URL), each watch costs the
+// API server about 110 KiB, and this is where an operator finds them.
+func registerWatching(registry prometheus.Registerer, lease, election string, watching func() bool) {
+	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name:        "leasegate_agent_lease_watched",
+		Help:        "1 while this agent holds a watch of the lease open (a follower that cannot wait on the leader's agent, or a MultiClusterLease's leader), 0 otherwise.",
+		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
+	}, func() float64 {
+		if watching() {
+			return 1
+		}
+		return 0
+	}))
+}
+
 // tookOver counts a takeover from another holder.
 func (m *metrics) tookOver(kind lease.Takeover) { m.takeovers[kind].Inc() }
 

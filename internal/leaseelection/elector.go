@@ -210,6 +210,10 @@ func (e *Elector) Expiry() time.Time {
 	return lease.Judge(&l.Spec, e.clock.Now(), e.cfg.ClockSkewMargin).ExpiresAt
 }
 
+// Watching reports whether the elector holds a watch of its lease open: a follower that cannot wait on
+// the holder (see peer.go), or a leader whose lock answers it through the object.
+func (e *Elector) Watching() bool { return e.watch.watching.Load() }
+
 // Synced reports whether the elector has read the lease at least once (a list, a read or a write): it
 // has reached the API server and knows who leads.
 func (e *Elector) Synced() bool { return e.watch.synced.Load() || e.seen.Load() != nil }
@@ -252,9 +256,6 @@ func (e *Elector) Run(ctx context.Context) {
 			}
 		case <-lapse.C():
 			e.judgeTerm()
-		}
-		if !e.leading {
-			e.letGo()
 		}
 		e.choosePath()
 		if wait, ok := e.termLeft(); ok {
@@ -471,6 +472,7 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 			return e.failedAttempt(err, "read")
 		}
 		e.know(base)
+		e.publish(base, false)
 		e.shed, e.mustRead = 0, false
 		if e.race != nil {
 			e.race.read = base
@@ -494,8 +496,10 @@ func (e *Elector) tryAcquire(ctx context.Context) time.Duration {
 	next.Spec = e.spec(now, acquired, transitions)
 	lease.ClearHandover(next.Annotations) // taken: the request, if any, is done
 	e.stampURL(next)
+	e.answerWaits()
 	updated, err := e.cfg.Lock.Update(reqCtx, next)
 	if err != nil {
+		e.letGo()
 		return e.failedAttempt(err, "take")
 	}
 	e.cfg.Lock.wrote(updated, now)
@@ -519,8 +523,10 @@ func (e *Elector) create(ctx context.Context) time.Duration {
 	}
 	l := &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: e.spec(now, now, transitions)}
 	e.stampURL(l)
+	e.answerWaits()
 	created, err := e.cfg.Lock.Create(ctx, l)
 	if err != nil {
+		e.letGo()
 		return e.failedAttempt(err, "create")
 	}
 	e.cfg.Lock.wrote(created, now)
@@ -533,6 +539,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 	now := e.clock.Now()
 	if !now.Before(deadline) {
 		e.stepDown(renewalsStopped(e.cfg.Timing.RenewDeadline))
+		e.letGo()
 		return 0
 	}
 	// A request still in flight at the deadline is abandoned: leadership ends on time, not when the
@@ -564,6 +571,7 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 					reason = "the lease was released, or deleted and created again unheld"
 				}
 				e.stepDown(reason)
+				e.letGo()
 				e.publish(current, false)
 			} else if e.handoverAsked(current) {
 				e.handOver(current)
@@ -659,6 +667,7 @@ func (e *Elector) handOver(l *Lease) {
 	e.publish(l, true)
 	e.stepDown("handing over to " + to + " as asked")
 	e.writeReleased(l, true)
+	e.letGo()
 }
 
 // writeReleased writes the lease, as of base, with an empty holder. A shutdown release gives the lease a
@@ -710,9 +719,6 @@ func (e *Elector) spec(renew, acquired time.Time, transitions int32) lease.Spec 
 
 func (e *Elector) becomeLeader(renewed time.Time, l *Lease) {
 	e.leading = true
-	if e.advertises() {
-		e.cfg.Wake.lead(e.name, e.cfg.Identity)
-	}
 	e.watch.lead(true)
 	e.shed, e.holdUntil, e.race = 0, time.Time{}, nil
 	e.renewed(renewed, l)
@@ -903,81 +909,4 @@ func (e *Elector) logAttempt(err error, what string) {
 func (e *Elector) know(l *Lease) {
 	e.known = l
 	e.seen.Store(l)
-}
-
-// advertises reports whether this elector, leading, answers its followers' waits.
-func (e *Elector) advertises() bool { return e.cfg.Wake != nil && e.cfg.WakeURL != "" }
-
-// stampURL writes on l, a lease this elector is about to write as holder, where its followers wait
-// (contract.HolderURL), or removes a URL an earlier holder wrote when it answers none.
-func (e *Elector) stampURL(l *Lease) {
-	if !e.advertises() {
-		delete(l.Annotations, contract.HolderURL)
-		return
-	}
-	if l.Annotations == nil {
-		l.Annotations = map[string]string{}
-	}
-	l.Annotations[contract.HolderURL] = e.cfg.WakeURL
-}
-
-// urlOnly is the holder URL of l as the annotations of a lease created anew, nil when it has none.
-func urlOnly(l *Lease) map[string]string {
-	if u, ok := l.Annotations[contract.HolderURL]; ok {
-		return map[string]string{contract.HolderURL: u}
-	}
-	return nil
-}
-
-// letGo answers this elector's followers' waits: it no longer leads, and any release it writes has been
-// written (so that a woken follower reads it).
-func (e *Elector) letGo() {
-	if e.advertises() {
-		e.cfg.Wake.release(e.name, e.cfg.Identity)
-	}
-}
-
-// choosePath chooses how this elector learns what happens to the lease next, and starts or stops the
-// watch and the wait on the holder to match (path).
-func (e *Elector) choosePath() {
-	target, watch := e.path(e.clock.Now())
-	if target != e.waitingOn {
-		e.waitingOn = target
-		offerLatest(e.peers, target)
-	}
-	e.watch.want(watch, e.known)
-}
-
-// path is how this elector learns what happens to the lease next: a leader learns it from its own
-// compare-and-swaps (it watches only where the lock's answer comes through the object, as a
-// MultiClusterLease's does); a follower waits on the holder where the lease names the holder's URL and
-// that wait has not just ended, and watches the lease otherwise.
-func (e *Elector) path(now time.Time) (target peerTarget, watch bool) {
-	if e.leading {
-		return peerTarget{}, e.cfg.Lock.answersHolder()
-	}
-	k := e.known
-	if k == nil || k.Spec.HolderIdentity == "" || k.Spec.HolderIdentity == e.cfg.Identity {
-		return peerTarget{}, true
-	}
-	u, ok := holderURLOf(k)
-	if !ok {
-		return peerTarget{}, true
-	}
-	target = peerTarget{url: u, lease: e.name, holder: k.Spec.HolderIdentity}
-	if target == e.skipped && now.Before(e.skipUntil) {
-		return peerTarget{}, true
-	}
-	return target, false
-}
-
-// heard takes in how the wait on the holder ended: either way the lease is read next (a released lease
-// is taken on that read), and that holder is not waited on again for a lease duration: it let go, or
-// cannot be asked, and the watch covers the lease meanwhile.
-func (e *Elector) heard(r peerResult) {
-	e.skipped, e.skipUntil = r.target, e.clock.Now().Add(e.cfg.Timing.LeaseDuration)
-	e.mustRead = true
-	if r.err != nil {
-		e.cfg.Log.V(1).Info("Could not wait on the holder; watching the lease instead", "lease", e.name, "holder", r.target.holder, "url", r.target.url, "reason", r.err.Error())
-	}
 }

@@ -572,13 +572,20 @@ func TestElectorStartsOnItsWatchsList(t *testing.T) {
 // the list (a lease that expired on the way would be taken, and c never seen).
 func restartUntilListed(t *testing.T, store *memStore, clock *clocktesting.FakeClock, e *Elector) {
 	t.Helper()
+	store.mu.Lock()
+	lists := store.lists
+	store.mu.Unlock()
 	store.restart(t, func(l *Lease) {
 		l.Spec.HolderIdentity, l.Spec.RenewTime = "c-0_uc", lease.MicroTime{Time: start.Add(time.Hour)}
 	})
-	eventually(t, "it sees the holder that changed while it was not watching", func() bool {
+	// Its read at the old copy's expiry may tell it first; the list is what the watch needs to go on.
+	eventually(t, "it sees the holder that changed while it was not watching, and lists again", func() bool {
 		settle()
 		clock.Step(watchBackoffMax) // each backoff: the watch that ended without an event, the expired one
-		return e.Status().Holder == "c-0_uc"
+		store.mu.Lock()
+		listed := store.lists > lists
+		store.mu.Unlock()
+		return listed && e.Status().Holder == "c-0_uc"
 	})
 }
 

@@ -254,3 +254,88 @@ func offerLatest[T any](ch chan T, v T) {
 		}
 	}
 }
+
+// advertises reports whether this elector, leading, answers its followers' waits.
+func (e *Elector) advertises() bool { return e.cfg.Wake != nil && e.cfg.WakeURL != "" }
+
+// stampURL writes on l, a lease this elector is about to write as holder, where its followers wait
+// (contract.HolderURL), or removes a URL an earlier holder wrote when it answers none.
+func (e *Elector) stampURL(l *Lease) {
+	if !e.advertises() {
+		delete(l.Annotations, contract.HolderURL)
+		return
+	}
+	if l.Annotations == nil {
+		l.Annotations = map[string]string{}
+	}
+	l.Annotations[contract.HolderURL] = e.cfg.WakeURL
+}
+
+// urlOnly is the holder URL of l as the annotations of a lease created anew, nil when it has none.
+func urlOnly(l *Lease) map[string]string {
+	if u, ok := l.Annotations[contract.HolderURL]; ok {
+		return map[string]string{contract.HolderURL: u}
+	}
+	return nil
+}
+
+// answerWaits makes the hub hold the waits on this elector before it writes itself holder with its URL:
+// a follower that reads that write at once and asks is held, not told that this elector does not lead.
+func (e *Elector) answerWaits() {
+	if e.advertises() {
+		e.cfg.Wake.lead(e.name, e.cfg.Identity)
+	}
+}
+
+// letGo answers this elector's followers' waits: it no longer leads, and any release it writes has been
+// written (so that a woken follower reads it).
+func (e *Elector) letGo() {
+	if e.advertises() {
+		e.cfg.Wake.release(e.name, e.cfg.Identity)
+	}
+}
+
+// choosePath chooses how this elector learns what happens to the lease next, and starts or stops the
+// watch and the wait on the holder to match (path).
+func (e *Elector) choosePath() {
+	target, watch := e.path(e.clock.Now())
+	if target != e.waitingOn {
+		e.waitingOn = target
+		offerLatest(e.peers, target)
+	}
+	e.watch.want(watch, e.known)
+}
+
+// path is how this elector learns what happens to the lease next: a leader learns it from its own
+// compare-and-swaps (it watches only where the lock's answer comes through the object, as a
+// MultiClusterLease's does); a follower waits on the holder where the lease names the holder's URL and
+// that wait has not just ended, and watches the lease otherwise.
+func (e *Elector) path(now time.Time) (target peerTarget, watch bool) {
+	if e.leading {
+		return peerTarget{}, e.cfg.Lock.answersHolder()
+	}
+	k := e.known
+	if k == nil || k.Spec.HolderIdentity == "" || k.Spec.HolderIdentity == e.cfg.Identity {
+		return peerTarget{}, true
+	}
+	u, ok := holderURLOf(k)
+	if !ok {
+		return peerTarget{}, true
+	}
+	target = peerTarget{url: u, lease: e.name, holder: k.Spec.HolderIdentity}
+	if target == e.skipped && now.Before(e.skipUntil) {
+		return peerTarget{}, true
+	}
+	return target, false
+}
+
+// heard takes in how the wait on the holder ended: either way the lease is read next (a released lease
+// is taken on that read), and that holder is not waited on again for a lease duration: it let go, or
+// cannot be asked, and the watch covers the lease meanwhile.
+func (e *Elector) heard(r peerResult) {
+	e.skipped, e.skipUntil = r.target, e.clock.Now().Add(e.cfg.Timing.LeaseDuration)
+	e.mustRead = true
+	if r.err != nil {
+		e.cfg.Log.V(1).Info("Could not wait on the holder; watching the lease instead", "lease", e.name, "holder", r.target.holder, "url", r.target.url, "reason", r.err.Error())
+	}
+}

@@ -49,6 +49,9 @@ var _ = Describe("Followers that wait on the leader's agent", func() {
 		By("the API server serving no more lease watches than before the agents started")
 		Eventually(leaseWatches).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeNumerically("<=", before))
 		Consistently(leaseWatches).WithContext(ctx).WithTimeout(2 * fastTiming.LeaseDuration).Should(BeNumerically("<=", before))
+		for _, a := range agents {
+			Expect(a.Metric("leasegate_agent_lease_watched")).To(BeZero(), "%s says it watches the lease", a.Pod.Name)
+		}
 
 		By("a release taken within a second of SIGTERM, with nothing watching")
 		signalled := time.Now()
@@ -71,6 +74,10 @@ var _ = Describe("Followers that wait on the leader's agent", func() {
 		leader := soleLeader(agents)
 		Eventually(leaseWatches).WithContext(ctx).WithTimeout(10*time.Second).Should(BeNumerically(">=", before+2),
 			"each follower watches the lease instead")
+		for _, a := range others(agents, leader) {
+			Eventually(func() (float64, error) { return a.Metric("leasegate_agent_lease_watched") }).Should(Equal(1.0),
+				"%s does not say it watches the lease", a.Pod.Name)
+		}
 
 		signalled := time.Now()
 		Expect(leader.Signal(syscall.SIGTERM)).To(Succeed())
