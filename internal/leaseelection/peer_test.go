@@ -248,3 +248,32 @@ func TestHolderURL(t *testing.T) {
 		}
 	}
 }
+
+// TestFollowerTakesOnTheCopyItReadNotTheWatchsOld: while a follower waits on the holder its watch is off
+// and sees none of the holder's renewals; once the wait ends (the holder crashed) it watches from the
+// copy it read, and takes the lease at its expiry on that copy, with one write and no lost race on a
+// stale one.
+func TestFollowerTakesOnTheCopyItReadNotTheWatchsOld(t *testing.T) {
+	hub, url := wakeServer(t)
+	hub.lead("shop/orders", "b-0_ub")
+	held := heldLease("b-0_ub", start)
+	held.Annotations = map[string]string{contract.HolderURL: url}
+	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
+	a, _ := runElector(t, store, clock, "a-0_ua")
+	eventually(t, "it waits on the holder", func() bool { return a.Synced() && a.waitingOnHolder() && openWatches(store) == 0 })
+	// b renews three times, unseen: a's watch is off.
+	for range 3 {
+		clock.Step(testTiming.RetryPeriod)
+		store.write(t, func(l *Lease) { l.Spec.RenewTime.Time = clock.Now() })
+		settle()
+	}
+	lastRenewal := clock.Now()
+	hub.Close() // b is gone without a release
+	eventually(t, "it watches the lease once the wait ended", func() bool { return openWatches(store) == 1 })
+	_, writes := store.counts()
+	clock.SetTime(lastRenewal.Add(4*time.Second + time.Millisecond))
+	stepUntilLeading(t, clock, a, "it takes the lease once b's last term has ended")
+	if _, after := store.counts(); after-writes != 1 {
+		t.Errorf("%d writes to take the lease: want 1, on the copy it read (a write on the watch's older copy conflicts)", after-writes)
+	}
+}

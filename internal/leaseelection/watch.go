@@ -314,7 +314,10 @@ func (w *leaseWatch) run(outer context.Context, changed chan<- struct{}) {
 		passCtx, endPass, from := w.gate.pass(outer)
 		ctx = passCtx
 		if from != nil {
+			// The elector's copy is newer than anything this watch saw while it was off, and what an
+			// attempt takes as its base while the watch is open (latest).
 			resourceVersion, relisting = from.ResourceVersion, false
+			w.observed.Store(from)
 		}
 		w.pass(ctx, &resourceVersion, &relisting, &streaming, &backoff, wait, notify)
 		endPass()
