@@ -60,7 +60,7 @@ var _ = Describe("Followers that wait on the leader's agent", func() {
 		GinkgoWriter.Printf("graceful handover, followers waiting on the leader: %s\n", handover)
 		Expect(handover).To(BeNumerically("<", time.Second))
 		Eventually(func() string { return getLease(ctx, ns).Annotations[contract.HolderURL] }).Should(Equal(next.URL))
-		Eventually(leaseWatches).WithContext(ctx).WithTimeout(10 * time.Second).Should(BeNumerically("<=", before),
+		Eventually(leaseWatches).WithContext(ctx).WithTimeout(10*time.Second).Should(BeNumerically("<=", before),
 			"the last follower waits on the new leader")
 	})
 
