@@ -165,11 +165,14 @@ type peerResult struct {
 
 // NewPeerClient is the followers' client of holders' agents: cleartext HTTP/2, so the waits of one agent's
 // elections on one holder share a connection, never through a proxy, and quick to give up on a holder
-// it cannot reach (the follower then watches).
+// it cannot reach (the follower then watches). The dial timeout is the longest a follower is blind to
+// the lease while it switches to a holder it cannot reach (a URL an older agent or client-go kept from
+// a holder since gone): pods connect to each other in milliseconds, and a spurious timeout costs only
+// a watch.
 func NewPeerClient() *http.Client {
 	t := &http.Transport{
 		Proxy:                 nil,
-		DialContext:           (&net.Dialer{Timeout: time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		DialContext:           (&net.Dialer{Timeout: 250 * time.Millisecond, KeepAlive: 15 * time.Second}).DialContext,
 		Protocols:             new(http.Protocols),
 		MaxIdleConnsPerHost:   4,
 		IdleConnTimeout:       maxHold + 15*time.Second,
