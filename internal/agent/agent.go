@@ -180,7 +180,7 @@ func gateServer(handler http.Handler, listener net.Listener, limits portLimits) 
 // which net/http would otherwise read (up to 256 KiB, with no deadline) after the answer, so that a
 // body trickled byte by byte cannot hold the connection.
 func endpointsServer(handler http.Handler, listener net.Listener, limits portLimits) (*http.Server, *limitListener) {
-	return boundedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	server, limited := boundedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
 			_ = http.NewResponseController(w).SetReadDeadline(time.Unix(1, 0))
 			w.Header().Set("Connection", "close")
@@ -189,7 +189,15 @@ func endpointsServer(handler http.Handler, listener net.Listener, limits portLim
 		}
 		handler.ServeHTTP(w, r)
 	}), listener, limits)
+	// The connection bounds count connections; this bounds what one HTTP/2 connection of them carries
+	// (Go's default is 250 streams): a follower agent's waits on one leader, one per election, with room.
+	server.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConnection}
+	return server, limited
 }
+
+// maxStreamsPerConnection bounds the requests one HTTP/2 connection to the agent's endpoints carries at
+// once.
+const maxStreamsPerConnection = 32
 
 // boundedServer serves handler on listener within limits (see portLimits).
 func boundedServer(handler http.Handler, listener net.Listener, limits portLimits) (*http.Server, *limitListener) {

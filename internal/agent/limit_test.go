@@ -328,3 +328,39 @@ type fakeConn struct {
 
 func (c fakeConn) RemoteAddr() net.Addr { return c.remote }
 func (c fakeConn) Close() error         { return nil }
+
+// TestEndpointsBoundStreamsPerConnection: the endpoints speak cleartext HTTP/2, for followers' waits, and
+// tell each connection how many requests it may carry at once: maxStreamsPerConnection, not Go's 250, so
+// the connection bounds above bound the requests too.
+func TestEndpointsBoundStreamsPerConnection(t *testing.T) {
+	p := startPorts(t, nil)[0]
+	conn := dialFrom(t, "127.0.0.2", p.addr)
+	defer conn.Close()
+	// The client preface with prior knowledge, and an empty SETTINGS frame.
+	_, _ = io.WriteString(conn, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n")
+	_, _ = conn.Write([]byte{0, 0, 0, 0x4, 0, 0, 0, 0, 0})
+	_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	header := make([]byte, 9)
+	if _, err := io.ReadFull(conn, header); err != nil {
+		t.Fatalf("no HTTP/2 frame from the endpoints: %v", err)
+	}
+	length := int(header[0])<<16 | int(header[1])<<8 | int(header[2])
+	if header[3] != 0x4 || length%6 != 0 {
+		t.Fatalf("first frame type %d, length %d: want the server's SETTINGS", header[3], length)
+	}
+	payload := make([]byte, length)
+	if _, err := io.ReadFull(conn, payload); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < length; i += 6 {
+		id := int(payload[i])<<8 | int(payload[i+1])
+		value := int(payload[i+2])<<24 | int(payload[i+3])<<16 | int(payload[i+4])<<8 | int(payload[i+5])
+		if id == 0x3 { // SETTINGS_MAX_CONCURRENT_STREAMS
+			if value != maxStreamsPerConnection {
+				t.Errorf("MAX_CONCURRENT_STREAMS %d, want %d", value, maxStreamsPerConnection)
+			}
+			return
+		}
+	}
+	t.Errorf("the server's SETTINGS name no MAX_CONCURRENT_STREAMS: every connection may carry 250 requests")
+}
