@@ -189,8 +189,12 @@ func endpointsServer(handler http.Handler, listener net.Listener, limits portLim
 		}
 		handler.ServeHTTP(w, r)
 	}), listener, limits)
-	// The connection bounds count connections; this bounds what one HTTP/2 connection of them carries
-	// (Go's default is 250 streams): a follower agent's waits on one leader, one per election, with room.
+	// Cleartext HTTP/2 beside HTTP/1.1, so that a follower agent's waits on this one share a connection;
+	// the connection bounds count connections, and this bounds what one of them carries (Go's default is
+	// 250 streams): those waits, one per election, with room.
+	server.Protocols = new(http.Protocols)
+	server.Protocols.SetHTTP1(true)
+	server.Protocols.SetUnencryptedHTTP2(true)
 	server.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: maxStreamsPerConnection}
 	return server, limited
 }
@@ -207,10 +211,6 @@ func boundedServer(handler http.Handler, listener net.Listener, limits portLimit
 	}
 	server := &http.Server{Handler: handler}
 	limits.configure(server, limited)
-	// Cleartext HTTP/2 beside HTTP/1.1: a follower's waits on this agent share one connection.
-	server.Protocols = new(http.Protocols)
-	server.Protocols.SetHTTP1(true)
-	server.Protocols.SetUnencryptedHTTP2(true)
 	return server, limited
 }
 

@@ -68,7 +68,7 @@ func newMetrics(registry prometheus.Registerer, leaseName, election string, budg
 	}
 	renewAge := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name:        "leasegate_agent_lease_renew_age_seconds",
-		Help:        "Seconds since the lease's holder last renewed it, as this agent last observed the lease (NaN before).",
+		Help:        "Seconds since the lease's holder last renewed it, as this agent last observed the lease (NaN before): the leader sees each of its renewals, a follower reads the lease once a lease duration, so the lowest over a lease's agents is the freshest.",
 		ConstLabels: labels,
 	}, func() float64 {
 		last := lastRenewal()
@@ -91,12 +91,17 @@ func newMetrics(registry prometheus.Registerer, leaseName, election string, budg
 // candidate (holds the spec the election controller campaigns for): leasegate_agent_is_leader is global
 // leadership, so a standby cluster's candidate shows 1 here and 0 there.
 func registerLocalCandidate(registry prometheus.Registerer, lease, election string, isCandidate func() bool) {
+	registerBool(registry, "leasegate_agent_is_local_candidate",
+		"For a MultiClusterLease: 1 while this agent holds its cluster's local election (the spec), whether or not it leads globally.",
+		lease, election, isCandidate)
+}
+
+// registerBool adds a gauge of an election that is 1 while is says so, 0 otherwise.
+func registerBool(registry prometheus.Registerer, name, help, lease, election string, is func() bool) {
 	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "leasegate_agent_is_local_candidate",
-		Help:        "For a MultiClusterLease: 1 while this agent holds its cluster's local election (the spec), whether or not it leads globally.",
-		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
+		Name: name, Help: help, ConstLabels: prometheus.Labels{"lease": lease, "election": election},
 	}, func() float64 {
-		if isCandidate() {
+		if is() {
 			return 1
 		}
 		return 0
@@ -117,16 +122,9 @@ func registerFencingToken(registry prometheus.Registerer, lease, election string
 // on the leader's agent (a NetworkPolicy on its port, a holder that names no URL), each watch costs the
 // API server about 110 KiB, and this is where an operator finds them.
 func registerWatching(registry prometheus.Registerer, lease, election string, watching func() bool) {
-	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name:        "leasegate_agent_lease_watched",
-		Help:        "1 while this agent holds a watch of the lease open (a follower that cannot wait on the leader's agent, or a MultiClusterLease's leader), 0 otherwise.",
-		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
-	}, func() float64 {
-		if watching() {
-			return 1
-		}
-		return 0
-	}))
+	registerBool(registry, "leasegate_agent_lease_watched",
+		"1 while this agent holds a watch of the lease open (a follower that cannot wait on the leader's agent, or a MultiClusterLease's leader), 0 otherwise.",
+		lease, election, watching)
 }
 
 // tookOver counts a takeover from another holder.

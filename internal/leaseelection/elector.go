@@ -113,6 +113,8 @@ type Elector struct {
 	skipped   peerTarget
 	skipUntil time.Time
 	mustRead  bool
+	// peersOnLoopback: this elector answers on loopback (WakeURL), so its peers may too (holderURLOf).
+	peersOnLoopback bool
 }
 
 // lostRace is a take or create that lost a race: another candidate wrote the lease first, or the
@@ -177,6 +179,8 @@ func NewElector(cfg Config) (*Elector, error) {
 		status: lease.Status{Lease: name},
 		peers:  make(chan peerTarget, 1),
 		woken:  make(chan peerResult, 1),
+
+		peersOnLoopback: onLoopback(cfg.WakeURL),
 	}, nil
 }
 
@@ -584,7 +588,9 @@ func (e *Elector) renew(ctx context.Context) time.Duration {
 		// leader's writes until someone does. It creates the lease again at once, as client-go's elector
 		// does, on the terms it renews on. If another candidate created it first, the next act's
 		// renewal conflicts with that lease and reads it (above).
-		if updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Annotations: urlOnly(next), Spec: next.Spec}); kubeclient.IsAlreadyExists(err) {
+		again := &Lease{Namespace: e.cfg.Namespace, Name: e.cfg.Name, Spec: next.Spec}
+		e.stampURL(again)
+		if updated, err = e.cfg.Lock.Create(kubeclient.Unlimited(reqCtx), again); kubeclient.IsAlreadyExists(err) {
 			return 0
 		}
 	}

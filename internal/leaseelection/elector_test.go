@@ -381,6 +381,19 @@ func stepUntilLeading(t *testing.T, clock *clocktesting.FakeClock, e *Elector, w
 	})
 }
 
+// stepWithoutLeading moves clock a retry period at a time, letting the elector act after each step, up to
+// a retry period before until, and fails if e leads at any step: why names what bars it.
+func stepWithoutLeading(t *testing.T, clock *clocktesting.FakeClock, e *Elector, since, until time.Time, why string) {
+	t.Helper()
+	for clock.Now().Before(until.Add(-testTiming.RetryPeriod)) {
+		clock.Step(testTiming.RetryPeriod)
+		settle()
+		if e.Status().IsLeader {
+			t.Fatalf("it leads %s after %s", clock.Since(since), why)
+		}
+	}
+}
+
 // settle lets the elector's goroutines act on what they have, in real time, without moving the clock.
 func settle() { time.Sleep(50 * time.Millisecond) }
 
@@ -765,13 +778,7 @@ func TestFollowerThatListsNoLeaseWhereItSawOneWaitsOutBothTerms(t *testing.T) {
 	})
 	settle()
 	listed := clock.Now()
-	for clock.Now().Before(listed.Add(4*time.Second - testTiming.RetryPeriod)) {
-		clock.Step(testTiming.RetryPeriod)
-		settle()
-		if e.Status().IsLeader {
-			t.Fatalf("it leads %s after the list that found no lease, within a lease duration and margin", clock.Since(listed))
-		}
-	}
+	stepWithoutLeading(t, clock, e, listed, listed.Add(4*time.Second), "the list that found no lease, within a lease duration and margin")
 	// b's copy, renewed an hour after start, holds its term until 3 s and 1 s of margin after that.
 	termEnd := start.Add(time.Hour + 4*time.Second)
 	clock.SetTime(termEnd.Add(-testTiming.RetryPeriod))
@@ -814,13 +821,7 @@ func TestFollowerHonoursTheTermOfADeletedLease(t *testing.T) {
 				eventually(t, "its watch brings the delete", func() bool { return e.watch.latest() == nil })
 			}
 			// b's term, as last seen: renewed at start, 3 s, 1 s of margin.
-			for clock.Now().Before(start.Add(4*time.Second - testTiming.RetryPeriod)) {
-				clock.Step(testTiming.RetryPeriod)
-				settle()
-				if e.Status().IsLeader {
-					t.Fatalf("it leads %s after the delete, within b's term", clock.Since(start))
-				}
-			}
+			stepWithoutLeading(t, clock, e, start, start.Add(4*time.Second), "the delete, within b's term")
 			clock.SetTime(start.Add(4*time.Second + time.Millisecond))
 			stepUntilLeading(t, clock, e, "it leads once b's term has ended")
 			if l := store.current(); holderOf(l) != "a-0_ua" || l.Spec.LeaseTransitions != tc.wantTransitions {

@@ -132,35 +132,54 @@ func (h *WakeHub) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // writes none and its followers watch.
 func HolderURL(host string, port int) string {
 	ip, err := netip.ParseAddr(host)
-	if err != nil || ip.IsUnspecified() || ip.Zone() != "" || port <= 0 || port > 65535 {
+	if err != nil || !podAddress(ip) || port <= 0 || port > 65535 {
 		return ""
 	}
 	return "http://" + netip.AddrPortFrom(ip, uint16(port)).String()
 }
 
 // holderURLOf is the holder URL l carries, if it is one: http://<IP>:<port> and nothing else, so that a
-// follower never resolves a name nor follows a path someone else chose.
-func holderURLOf(l *Lease) (string, bool) {
+// follower never resolves a name nor follows a path someone else chose, at an address a pod can have.
+// A holder (any pod that took the lease) chooses it, so it may not send the followers to their own
+// pods' loopback services, nor to link-local addresses (a cloud's metadata server), nor to a multicast
+// group; loopback passes only for a follower that itself answers on loopback (agents sharing a host,
+// in tests), where its peers do too.
+func holderURLOf(l *Lease, loopback bool) (string, bool) {
 	raw := l.Annotations[contract.HolderURL]
 	u, err := url.Parse(raw)
 	if raw == "" || err != nil || u.Scheme != "http" || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
 		return "", false
 	}
 	ap, err := netip.ParseAddrPort(u.Host)
-	if err != nil || ap.Port() == 0 || ap.Addr().IsUnspecified() || ap.Addr().Zone() != "" {
+	if err != nil || ap.Port() == 0 || !podAddress(ap.Addr()) || ap.Addr().IsLoopback() && !loopback {
 		return "", false
 	}
 	return raw, true
 }
 
+// podAddress reports whether ip is one a pod's agent may answer on: a unicast address, neither
+// unspecified nor link-local, with no zone.
+func podAddress(ip netip.Addr) bool {
+	return ip.IsValid() && !ip.IsUnspecified() && !ip.IsMulticast() && !ip.IsLinkLocalUnicast() && ip.Zone() == ""
+}
+
+// onLoopback reports whether holderURL, this elector's own, is on a loopback address.
+func onLoopback(holderURL string) bool {
+	u, err := url.Parse(holderURL)
+	if err != nil {
+		return false
+	}
+	ap, err := netip.ParseAddrPort(u.Host)
+	return err == nil && ap.Addr().IsLoopback()
+}
+
 // peerTarget is a holder a follower waits on: its URL, the lease and the holder's identity.
 type peerTarget struct{ url, lease, holder string }
 
-// peerResult is how a wait on target ended: released (the holder answered that it let go), or err.
+// peerResult is how a wait on target ended: the holder answered that it let go (err nil), or err.
 type peerResult struct {
-	target   peerTarget
-	released bool
-	err      error
+	target peerTarget
+	err    error
 }
 
 // NewPeerClient is the followers' client of holders' agents: cleartext HTTP/2, so the waits of one agent's
@@ -185,8 +204,15 @@ func NewPeerClient() *http.Client {
 
 var errPeerRefused = errors.New("the holder's agent refused the wait")
 
+// minHold is the shortest hold a "still leading" answer may follow: a holder's agent holds each wait for
+// maxHold, so one answered sooner is not a holder's agent, and is not asked again in a tight loop.
+const minHold = time.Second
+
+var errPeerAnsweredAtOnce = errors.New("the holder's URL answered at once that it still leads, as no holder's agent does")
+
 // waitOnHolder waits until target's holder answers that it let go of the lease, asking again each time
-// it answers that it still leads; it returns an error when the holder cannot be asked or refuses.
+// it answers, after holding the wait, that it still leads; it returns an error when the holder cannot be
+// asked or refuses.
 func waitOnHolder(ctx context.Context, client *http.Client, target peerTarget) error {
 	u := target.url + contract.AgentWakePath + "?" + url.Values{"lease": {target.lease}, "holder": {target.holder}}.Encode()
 	for {
@@ -194,6 +220,7 @@ func waitOnHolder(ctx context.Context, client *http.Client, target peerTarget) e
 		if err != nil {
 			return err
 		}
+		asked := time.Now()
 		resp, err := client.Do(req)
 		if err != nil {
 			return err
@@ -203,7 +230,10 @@ func waitOnHolder(ctx context.Context, client *http.Client, target peerTarget) e
 		case http.StatusOK:
 			return nil
 		case http.StatusNoContent:
-			continue // still leading
+			if time.Since(asked) < minHold {
+				return errPeerAnsweredAtOnce
+			}
+			// still leading: ask again
 		default:
 			return fmt.Errorf("%w: %s", errPeerRefused, strings.ToLower(http.StatusText(resp.StatusCode)))
 		}
@@ -238,7 +268,7 @@ func startWait(ctx context.Context, client *http.Client, target peerTarget, resu
 		if waitCtx.Err() != nil {
 			return // given another target, or stopping
 		}
-		offerLatest(results, peerResult{target: target, released: err == nil, err: err})
+		offerLatest(results, peerResult{target: target, err: err})
 	}()
 	return cancel
 }
@@ -272,14 +302,6 @@ func (e *Elector) stampURL(l *Lease) {
 		l.Annotations = map[string]string{}
 	}
 	l.Annotations[contract.HolderURL] = e.cfg.WakeURL
-}
-
-// urlOnly is the holder URL of l as the annotations of a lease created anew, nil when it has none.
-func urlOnly(l *Lease) map[string]string {
-	if u, ok := l.Annotations[contract.HolderURL]; ok {
-		return map[string]string{contract.HolderURL: u}
-	}
-	return nil
 }
 
 // answerWaits makes the hub hold the waits on this elector before it writes itself holder with its URL:
@@ -321,7 +343,7 @@ func (e *Elector) path(now time.Time) (target peerTarget, watch bool) {
 	if k == nil || k.Spec.HolderIdentity == "" || k.Spec.HolderIdentity == e.cfg.Identity {
 		return peerTarget{}, true
 	}
-	u, ok := holderURLOf(k)
+	u, ok := holderURLOf(k, e.peersOnLoopback)
 	if !ok {
 		return peerTarget{}, true
 	}

@@ -2,10 +2,12 @@ package leaseelection
 
 import (
 	"context"
+	"errors"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +19,7 @@ import (
 
 // wakeServer serves a hub on loopback with cleartext HTTP/2, as the agent's endpoints do, and returns it
 // with its holder URL.
-func wakeServer(t *testing.T) (*WakeHub, string) {
+func wakeServer(t testing.TB) (*WakeHub, string) {
 	t.Helper()
 	hub := NewWakeHub()
 	mux := http.NewServeMux()
@@ -33,6 +35,14 @@ func wakeServer(t *testing.T) (*WakeHub, string) {
 	})
 	addr := srv.Listener.Addr().(*net.TCPAddr)
 	return hub, HolderURL(addr.IP.String(), addr.Port)
+}
+
+// runFollower is runAdvertising on a hub of its own: a follower that, as an agent does, answers on
+// loopback, where its peers may then answer too.
+func runFollower(t *testing.T, store Store, clock *clocktesting.FakeClock, identity string) (*Elector, context.CancelFunc) {
+	t.Helper()
+	hub, url := wakeServer(t)
+	return runAdvertising(t, store, clock, identity, hub, url)
 }
 
 // runAdvertising is runElector for an elector that answers its followers' waits on hub at url.
@@ -100,7 +110,7 @@ func TestFollowerWatchesWhereTheHolderCannotBeAsked(t *testing.T) {
 	held.Spec.LeaseDurationSeconds = 3600
 	held.Annotations = map[string]string{contract.HolderURL: "http://127.0.0.1:" + strconv.Itoa(port)}
 	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
-	a, _ := runElector(t, store, clock, "a-0_ua")
+	a, _ := runFollower(t, store, clock, "a-0_ua")
 	eventually(t, "the wait fails, and it watches the lease instead", func() bool { return a.Synced() && openWatches(store) == 1 })
 
 	store.write(t, func(l *Lease) { l.Spec.HolderIdentity = "" })
@@ -116,19 +126,13 @@ func TestFollowerOfACrashedHolderTakesTheLeaseWhenItExpires(t *testing.T) {
 	held := heldLease("b-0_ub", start)
 	held.Annotations = map[string]string{contract.HolderURL: url}
 	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
-	a, _ := runElector(t, store, clock, "a-0_ua")
+	a, _ := runFollower(t, store, clock, "a-0_ua")
 	eventually(t, "it waits on the holder", func() bool { return a.Synced() && a.waitingOnHolder() && openWatches(store) == 0 })
 
 	hub.Close() // answers the wait as a crash would end it: the lease still names b
 	eventually(t, "it watches the lease once the wait ended", func() bool { return openWatches(store) == 1 })
 	// b's term: renewed at start, 3 s, 1 s of margin.
-	for clock.Now().Before(start.Add(4*time.Second - testTiming.RetryPeriod)) {
-		clock.Step(testTiming.RetryPeriod)
-		settle()
-		if a.Status().IsLeader {
-			t.Fatalf("it took b's lease %s after b's last renewal, within its term", clock.Since(start))
-		}
-	}
+	stepWithoutLeading(t, clock, a, start, start.Add(4*time.Second), "b's last renewal, within its term")
 	clock.SetTime(start.Add(4*time.Second + time.Millisecond))
 	stepUntilLeading(t, clock, a, "it takes the lease once b's term has ended")
 }
@@ -219,13 +223,20 @@ func TestHolderURLOf(t *testing.T) {
 		{"port 0", "http://10.1.2.3:0", false},
 		{"the unspecified address", "http://0.0.0.0:9440", false},
 		{"an IPv6 zone", "http://[fe80::1%25eth0]:9440", false},
+		{"a link-local address (a cloud's metadata server)", "http://169.254.169.254:80", false},
+		{"a multicast group", "http://224.0.0.1:9440", false},
+		{"loopback, the follower's own pod, for a follower on a pod address", "http://127.0.0.1:9440", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := &Lease{Annotations: map[string]string{contract.HolderURL: tc.value}}
-			if _, ok := holderURLOf(l); ok != tc.ok {
+			if _, ok := holderURLOf(l, false); ok != tc.ok {
 				t.Errorf("holderURLOf(%q) ok = %v, want %v", tc.value, ok, tc.ok)
 			}
 		})
+	}
+	loopback := &Lease{Annotations: map[string]string{contract.HolderURL: "http://127.0.0.1:9440"}}
+	if _, ok := holderURLOf(loopback, true); !ok {
+		t.Error("a loopback URL refused to a follower that answers on loopback itself (agents sharing a host)")
 	}
 }
 
@@ -242,6 +253,7 @@ func TestHolderURL(t *testing.T) {
 		{"::", 9440, ""},
 		{"leader.example", 9440, ""},
 		{"10.1.2.3", 0, ""},
+		{"169.254.1.1", 9440, ""},
 	} {
 		if got := HolderURL(tc.host, tc.port); got != tc.want {
 			t.Errorf("HolderURL(%q, %d) = %q, want %q", tc.host, tc.port, got, tc.want)
@@ -259,7 +271,7 @@ func TestFollowerTakesOnTheCopyItReadNotTheWatchsOld(t *testing.T) {
 	held := heldLease("b-0_ub", start)
 	held.Annotations = map[string]string{contract.HolderURL: url}
 	store, clock := storeWith(t, held), clocktesting.NewFakeClock(start)
-	a, _ := runElector(t, store, clock, "a-0_ua")
+	a, _ := runFollower(t, store, clock, "a-0_ua")
 	eventually(t, "it waits on the holder", func() bool { return a.Synced() && a.waitingOnHolder() && openWatches(store) == 0 })
 	// b renews three times, unseen: a's watch is off.
 	for range 3 {
@@ -282,17 +294,8 @@ func TestFollowerTakesOnTheCopyItReadNotTheWatchsOld(t *testing.T) {
 // HTTP/2, answered as the leader lets go. Its time is what the wait adds to a graceful handover before
 // the follower's read and take.
 func BenchmarkWakeUp(b *testing.B) {
-	hub := NewWakeHub()
-	mux := http.NewServeMux()
-	mux.Handle("GET "+contract.AgentWakePath, hub)
-	srv := httptest.NewUnstartedServer(mux)
-	srv.Config.Protocols = new(http.Protocols)
-	srv.Config.Protocols.SetHTTP1(true)
-	srv.Config.Protocols.SetUnencryptedHTTP2(true)
-	srv.Start()
-	defer srv.Close()
-	addr := srv.Listener.Addr().(*net.TCPAddr)
-	target := peerTarget{url: HolderURL(addr.IP.String(), addr.Port), lease: "shop/orders", holder: "a-0_ua"}
+	hub, url := wakeServer(b)
+	target := peerTarget{url: url, lease: "shop/orders", holder: "a-0_ua"}
 	client := NewPeerClient()
 	for b.Loop() {
 		hub.lead(target.lease, target.holder)
@@ -311,5 +314,22 @@ func BenchmarkWakeUp(b *testing.B) {
 		if err := <-done; err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestWaitGivesUpOnAURLThatAnswersStillLeadingAtOnce: a holder URL may name any server (a holder chose
+// it). One that answers "still leading" without holding the wait, as no holder's agent does, ends the
+// wait (the follower then watches) instead of being asked again in a tight loop.
+func TestWaitGivesUpOnAURLThatAnswersStillLeadingAtOnce(t *testing.T) {
+	var asked atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		asked.Add(1)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	client := &http.Client{Timeout: 5 * time.Second} // srv speaks HTTP/1.1 only
+	err := waitOnHolder(context.Background(), client, peerTarget{url: srv.URL, lease: "shop/orders", holder: "b-0_ub"})
+	if !errors.Is(err, errPeerAnsweredAtOnce) || asked.Load() != 1 {
+		t.Errorf("after %d asks: %v; want one ask, ended with errPeerAnsweredAtOnce", asked.Load(), err)
 	}
 }

@@ -69,9 +69,6 @@ type watchGate struct {
 func (g *watchGate) set(on bool, from *Lease) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.changed == nil {
-		g.changed = make(chan struct{})
-	}
 	if on == g.on {
 		return
 	}
@@ -91,14 +88,8 @@ func (g *watchGate) set(on bool, from *Lease) {
 func (g *watchGate) pass(ctx context.Context) (context.Context, context.CancelFunc, *Lease) {
 	for {
 		g.mu.Lock()
-		if g.changed == nil {
-			g.changed = make(chan struct{})
-		}
-		if g.on || ctx.Err() != nil {
+		if g.on {
 			passCtx, cancel := context.WithCancel(ctx)
-			if !g.on {
-				cancel()
-			}
 			g.cancel = cancel
 			from := g.from
 			g.from = nil
@@ -109,6 +100,7 @@ func (g *watchGate) pass(ctx context.Context) (context.Context, context.CancelFu
 		g.mu.Unlock()
 		select {
 		case <-ctx.Done():
+			return ctx, func() {}, nil
 		case <-changed:
 		}
 	}
@@ -120,7 +112,7 @@ func newLeaseWatch(store Store, streamer streamingLister, namespace, name string
 		retryPeriod: timing.RetryPeriod, leaseDuration: timing.LeaseDuration,
 		clock: clock, log: log, resume: make(chan *Lease, 1),
 	}
-	w.gate.set(true, nil) // until the elector knows better, it watches
+	w.gate.on, w.gate.changed = true, make(chan struct{}) // until the elector knows better, it watches
 	return w
 }
 
@@ -155,19 +147,7 @@ func (w *leaseWatch) lead(leading bool) {
 }
 
 // offer puts l in resume, in place of anything there: only the elector's loop sends, so it never waits.
-func (w *leaseWatch) offer(l *Lease) {
-	for {
-		select {
-		case w.resume <- l:
-			return
-		default:
-		}
-		select {
-		case <-w.resume:
-		default:
-		}
-	}
-}
+func (w *leaseWatch) offer(l *Lease) { offerLatest(w.resume, l) }
 
 // The backoff between failed attempts to list or watch the lease: from watchBackoffMin, doubling, up to
 // watchBackoffMax, each followed by a point drawn over the retry period (watchRetryDelay) so that
