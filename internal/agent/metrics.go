@@ -91,16 +91,16 @@ func newMetrics(registry prometheus.Registerer, leaseName, election string, budg
 // candidate (holds the spec the election controller campaigns for): leasegate_agent_is_leader is global
 // leadership, so a standby cluster's candidate shows 1 here and 0 there.
 func registerLocalCandidate(registry prometheus.Registerer, lease, election string, isCandidate func() bool) {
-	registerBool(registry, "leasegate_agent_is_local_candidate",
-		"For a MultiClusterLease: 1 while this agent holds its cluster's local election (the spec), whether or not it leads globally.",
-		lease, election, isCandidate)
+	registerBool(registry, prometheus.GaugeOpts{
+		Name:        "leasegate_agent_is_local_candidate",
+		Help:        "For a MultiClusterLease: 1 while this agent holds its cluster's local election (the spec), whether or not it leads globally.",
+		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
+	}, isCandidate)
 }
 
-// registerBool adds a gauge of an election that is 1 while is says so, 0 otherwise.
-func registerBool(registry prometheus.Registerer, name, help, lease, election string, is func() bool) {
-	registry.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Name: name, Help: help, ConstLabels: prometheus.Labels{"lease": lease, "election": election},
-	}, func() float64 {
+// registerBool adds the gauge opts names, 1 while is says so and 0 otherwise.
+func registerBool(registry prometheus.Registerer, opts prometheus.GaugeOpts, is func() bool) {
+	registry.MustRegister(prometheus.NewGaugeFunc(opts, func() float64 {
 		if is() {
 			return 1
 		}
@@ -122,9 +122,11 @@ func registerFencingToken(registry prometheus.Registerer, lease, election string
 // on the leader's agent (a NetworkPolicy on its port, a holder that names no URL), each watch costs the
 // API server about 110 KiB, and this is where an operator finds them.
 func registerWatching(registry prometheus.Registerer, lease, election string, watching func() bool) {
-	registerBool(registry, "leasegate_agent_lease_watched",
-		"1 while this agent holds a watch of the lease open (a follower that cannot wait on the leader's agent, or a MultiClusterLease's leader), 0 otherwise.",
-		lease, election, watching)
+	registerBool(registry, prometheus.GaugeOpts{
+		Name:        "leasegate_agent_lease_watched",
+		Help:        "1 while this agent holds a watch of the lease open (a follower that cannot wait on the leader's agent, or a MultiClusterLease's leader), 0 otherwise.",
+		ConstLabels: prometheus.Labels{"lease": lease, "election": election},
+	}, watching)
 }
 
 // tookOver counts a takeover from another holder.
