@@ -3,20 +3,20 @@ package inject
 import (
 	"fmt"
 
-	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
 // LockReader reads Leases and MultiClusterLeases from an informer cache (the fence's cache of every
 // Lease outside kube-node-lease): admission makes no API call.
 type LockReader interface {
-	Get(namespace, name string) (*coordinationv1.Lease, bool)
+	Get(namespace, name string) (*leaseapi.Kept, bool)
 	MultiClusterLease(namespace, name string) (*v1alpha1.MultiClusterLease, bool)
 }
 
@@ -63,5 +63,5 @@ func readLock(locks LockReader, namespace, name string, multiCluster bool) (kind
 	if !ok {
 		return contract.LeaseKindLease, false, "", false
 	}
-	return contract.LeaseKindLease, l.Labels[contract.Managed] == "true", ptr.Deref(l.Spec.HolderIdentity, ""), true
+	return contract.LeaseKindLease, l.Managed, l.Judged.HolderIdentity, true
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -21,9 +22,12 @@ type lockCache struct {
 	multiCluster map[string]*v1alpha1.MultiClusterLease
 }
 
-func (c lockCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
+func (c lockCache) Get(namespace, name string) (*leaseapi.Kept, bool) {
 	l, ok := c.leases[namespace+"/"+name]
-	return l, ok
+	if !ok {
+		return nil, false
+	}
+	return leaseapi.Keep(l), true
 }
 
 func (c lockCache) MultiClusterLease(namespace, name string) (*v1alpha1.MultiClusterLease, bool) {

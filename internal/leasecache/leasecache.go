@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -41,7 +42,7 @@ type LeaseCache struct {
 	MultiClusterLeases client.Reader
 
 	mu     sync.RWMutex
-	leases map[key]*coordinationv1.Lease
+	leases map[key]*leaseapi.Kept
 	synced atomic.Bool
 }
 
@@ -57,16 +58,16 @@ const notHeartbeats = "metadata.namespace!=" + corev1.NamespaceNodeLease
 
 // NewLeaseCache returns an empty cache; Start begins watching.
 func NewLeaseCache(client kubernetes.Interface, log logr.Logger) *LeaseCache {
-	return &LeaseCache{client: client, log: log, leases: map[key]*coordinationv1.Lease{}}
+	return &LeaseCache{client: client, log: log, leases: map[key]*leaseapi.Kept{}}
 }
 
 // syncWait bounds how long a lookup waits for the watch's first list.
 const syncWait = time.Second
 
-// Get returns the cached lease. A miss before the watch has listed only means the lease is not seen yet;
+// Get returns the cached lease, read for judging (leaseapi.Kept). A miss before the watch has listed only means the lease is not seen yet;
 // then Get waits for the list, briefly, rather than report a lease as missing (which would deny its
 // holder).
-func (c *LeaseCache) Get(namespace, name string) (*coordinationv1.Lease, bool) {
+func (c *LeaseCache) Get(namespace, name string) (*leaseapi.Kept, bool) {
 	c.mu.RLock()
 	l, ok := c.leases[key{namespace, name}]
 	c.mu.RUnlock()
@@ -151,7 +152,7 @@ func (s *leaseStore) Delete(obj any) error {
 
 // Replace is a list: it is every lease there is.
 func (s *leaseStore) Replace(list []any, _ string) error {
-	leases := make(map[key]*coordinationv1.Lease, len(list))
+	leases := make(map[key]*leaseapi.Kept, len(list))
 	for _, obj := range list {
 		if l, ok := obj.(*coordinationv1.Lease); ok {
 			leases[key{l.Namespace, l.Name}] = kept(l)
@@ -166,19 +167,19 @@ func (s *leaseStore) Replace(list []any, _ string) error {
 
 func (s *leaseStore) set(obj any) {
 	if l, ok := obj.(*coordinationv1.Lease); ok {
-		l = kept(l)
+		k := kept(l)
 		s.mu.Lock()
-		s.leases[key{l.Namespace, l.Name}] = l
+		s.leases[key{l.Namespace, l.Name}] = k
 		s.mu.Unlock()
 	}
 }
 
-// kept is the lease as the cache holds it: without managedFields, which no judgement reads and which are
-// most of a renewed lease's size (an entry per writer, each with its fields as JSON). The reflector hands
-// over a freshly decoded object, so it is changed in place.
-func kept(l *coordinationv1.Lease) *coordinationv1.Lease {
+// kept is the lease as the cache holds it: read for judging, and without managedFields, which no
+// judgement reads and which are most of a renewed lease's size (an entry per writer, each with its fields
+// as JSON). The reflector hands over a freshly decoded object, so it is changed in place.
+func kept(l *coordinationv1.Lease) *leaseapi.Kept {
 	l.ManagedFields = nil
-	return l
+	return leaseapi.Keep(l)
 }
 
 // NeedLeaderElection is false: every replica answers admission requests from its own cache.

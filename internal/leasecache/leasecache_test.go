@@ -8,6 +8,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 )
 
 // TestLeaseCacheMirrorsItsWatch plays what the watch's reflector delivers and checks what lookups find.
@@ -68,6 +71,37 @@ func TestLeaseCacheDropsManagedFields(t *testing.T) {
 			t.Errorf("lease %s cached with managedFields %v", name, l.ManagedFields)
 		}
 	}
+}
+
+// The cache reads each lease for judging once, as it stores it: a lookup finds the label read and
+// allocates nothing.
+func TestLeaseCacheKeepsLeasesReadForJudging(t *testing.T) {
+	c := NewLeaseCache(nil, logr.Discard())
+	store := (*leaseStore)(c)
+	managed := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders", Labels: map[string]string{contract.Managed: "true"}},
+		Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("orders-a_uid-a")}}
+	theirs := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "cert-manager"}, Spec: coordinationv1.LeaseSpec{HolderIdentity: ptr.To("cm-0_x")}}
+	_ = store.Replace([]any{managed}, "1")
+	_ = store.Add(theirs)
+	for _, tc := range []struct {
+		name, holder string
+		managed      bool
+	}{{"orders", "orders-a_uid-a", true}, {"cert-manager", "cm-0_x", false}} {
+		k, ok := c.Get("shop", tc.name)
+		if !ok || k.Managed != tc.managed || k.Judged.HolderIdentity != tc.holder {
+			t.Errorf("lease %s: found %v, managed %v, holder %q; want managed %v, holder %q", tc.name, ok, k != nil && k.Managed, holderOrNone(k), tc.managed, tc.holder)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { c.Get("shop", "orders") }); n != 0 {
+		t.Errorf("Get allocates %v times per lookup, want 0", n)
+	}
+}
+
+func holderOrNone(k *leaseapi.Kept) string {
+	if k == nil {
+		return ""
+	}
+	return k.Judged.HolderIdentity
 }
 
 func BenchmarkLeaseCacheGet(b *testing.B) {

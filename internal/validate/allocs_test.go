@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/leasegate/leasegate/internal/config"
 )
@@ -40,6 +41,34 @@ func TestDecideAllocatesNothing(t *testing.T) {
 			}
 			if n := testing.AllocsPerRun(100, func() { tt.policy.Decide(tt.req, tt.leases, now) }); n != 0 {
 				t.Errorf("Decide() allocates %v times per call, want 0", n)
+			}
+		})
+	}
+}
+
+// The lease guard judges every renewal of every lease leasegate manages: nothing it decides allocates.
+func TestDecideLeaseWriteAllocatesNothing(t *testing.T) {
+	p := testPolicy(t, "")
+	held := heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)
+	expired := heldLease("shop", "orders", "orders-a_uid-a", 20*time.Second, true)
+	tests := []struct {
+		name string
+		w    *LeaseWrite
+		want Reason
+	}{
+		{"a renewal", &LeaseWrite{Requester: pod("shop", "orders", "orders-a", "uid-a"), Old: held, New: heldLease("shop", "orders", "orders-a_uid-a", 0, true), GivenSeconds: 15}, HoldsLease},
+		{"a take of an expired lease", &LeaseWrite{Requester: pod("shop", "orders", "orders-b", "uid-b"), Old: expired, New: counted(heldLease("shop", "orders", "orders-b_uid-b", 0, true), 5), GivenSeconds: 15}, HoldsLease},
+		{"a take of a held lease", &LeaseWrite{Requester: pod("shop", "orders", "orders-b", "uid-b"), Old: held, New: counted(heldLease("shop", "orders", "orders-b_uid-b", 0, true), 5), GivenSeconds: 15}, TakeUnexpired},
+		{"a foreign holder", &LeaseWrite{Requester: pod("shop", "orders", "orders-b", "uid-b"), Old: expired, New: heldLease("shop", "orders", "orders-c_uid-c", 0, true), GivenSeconds: 15}, ForeignHolder},
+		{"a delete", &LeaseWrite{Requester: pod("shop", "orders", "orders-a", "uid-a"), Old: held}, DeleteLease},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if v := p.DecideLeaseWrite(tt.w, now); v.Reason != tt.want {
+				t.Fatalf("DecideLeaseWrite() = %s, want %s", v.Reason.Code(), tt.want.Code())
+			}
+			if n := testing.AllocsPerRun(100, func() { p.DecideLeaseWrite(tt.w, now) }); n != 0 {
+				t.Errorf("DecideLeaseWrite() allocates %v times per call, want 0", n)
 			}
 		})
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -32,9 +33,9 @@ func testPolicy(t testing.TB, extra string) *Policy {
 }
 
 // leaseMap is a fixed set of leases, standing in for the cache.
-type leaseMap map[namespacedName]*coordinationv1.Lease
+type leaseMap map[namespacedName]*leaseapi.Kept
 
-func (m leaseMap) Get(namespace, name string) (*coordinationv1.Lease, bool) {
+func (m leaseMap) Get(namespace, name string) (*leaseapi.Kept, bool) {
 	l, ok := m[namespacedName{namespace, name}]
 	return l, ok
 }
@@ -46,7 +47,7 @@ func (m leaseMap) MultiClusterLease(string, string) (*v1alpha1.MultiClusterLease
 // multiClusterLeases is a fixed set of MultiClusterLeases (and no Leases), standing in for the cache.
 type multiClusterLeases map[namespacedName]*v1alpha1.MultiClusterLease
 
-func (m multiClusterLeases) Get(string, string) (*coordinationv1.Lease, bool) { return nil, false }
+func (m multiClusterLeases) Get(string, string) (*leaseapi.Kept, bool) { return nil, false }
 
 func (m multiClusterLeases) MultiClusterLease(namespace, name string) (*v1alpha1.MultiClusterLease, bool) {
 	l, ok := m[namespacedName{namespace, name}]
@@ -80,10 +81,10 @@ func pod(namespace, sa, name, uid string) *Requester {
 }
 
 var leases = leaseMap{
-	{"shop", "orders"}:       heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true),
-	{"shop", "reports"}:      heldLease("shop", "reports", "reports-a_uid-r", 30*time.Second, true),
-	{"ops", "billing"}:       heldLease("ops", "billing", "", 0, true),
-	{"ops", "cr-controller"}: heldLease("ops", "cr-controller", "ctrl-0_7d1c2a3e-random-uuid", time.Second, false),
+	{"shop", "orders"}:       leaseapi.Keep(heldLease("shop", "orders", "orders-a_uid-a", 2*time.Second, true)),
+	{"shop", "reports"}:      leaseapi.Keep(heldLease("shop", "reports", "reports-a_uid-r", 30*time.Second, true)),
+	{"ops", "billing"}:       leaseapi.Keep(heldLease("ops", "billing", "", 0, true)),
+	{"ops", "cr-controller"}: leaseapi.Keep(heldLease("ops", "cr-controller", "ctrl-0_7d1c2a3e-random-uuid", time.Second, false)),
 }
 
 func TestDecide(t *testing.T) {
@@ -301,11 +302,11 @@ guards:
 `
 
 var holderFormatLeases = leaseMap{
-	{"kube-system", "cert-manager-controller"}: heldLease("kube-system", "cert-manager-controller",
-		"cm-0-external-cert-manager-controller", time.Second, false),
-	{"ops", "cert-manager-default"}: heldLease("ops", "cert-manager-default", "ctrl-0-external-cert-manager-controller", time.Second, false),
-	{"ops", "by-pod-name"}:          heldLease("ops", "by-pod-name", "web-1", time.Second, false),
-	{"ops", "by-uid"}:               heldLease("ops", "by-uid", "web-1-uid-w1", time.Second, false),
+	{"kube-system", "cert-manager-controller"}: leaseapi.Keep(heldLease("kube-system", "cert-manager-controller",
+		"cm-0-external-cert-manager-controller", time.Second, false)),
+	{"ops", "cert-manager-default"}: leaseapi.Keep(heldLease("ops", "cert-manager-default", "ctrl-0-external-cert-manager-controller", time.Second, false)),
+	{"ops", "by-pod-name"}:          leaseapi.Keep(heldLease("ops", "by-pod-name", "web-1", time.Second, false)),
+	{"ops", "by-uid"}:               leaseapi.Keep(heldLease("ops", "by-uid", "web-1-uid-w1", time.Second, false)),
 }
 
 func TestDecideHolderFormats(t *testing.T) {

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/leasegate/leasegate/internal/lease"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
 
@@ -63,7 +64,7 @@ func TestDecideEviction(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := &Eviction{Requester: tt.requester, PodNamespace: "shop", PodName: tt.pod, PodUID: tt.uid, ServiceAccount: "scheduler", Lease: tt.lease.l, MultiClusterLease: tt.lease.m}
+			e := &Eviction{Requester: tt.requester, PodNamespace: "shop", PodName: tt.pod, PodUID: tt.uid, ServiceAccount: "scheduler", Lease: keptOrNil(tt.lease.l), MultiClusterLease: tt.lease.m}
 			got := DecideEviction(e, now, time.Second)
 			if got.Reason != tt.want || got.Outcome != tt.outcome {
 				t.Errorf("DecideEviction() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
@@ -74,7 +75,7 @@ func TestDecideEviction(t *testing.T) {
 
 func TestDecideEvictionReadsAnUnsetServiceAccountAsDefault(t *testing.T) {
 	held := heldLease("shop", "scheduler", lease.Identity("scheduler-a", "uid-a"), 2*time.Second, true)
-	e := &Eviction{Requester: pod("shop", "default", "scheduler-b", "uid-b"), PodNamespace: "shop", PodName: "scheduler-a", PodUID: "uid-a", Lease: held}
+	e := &Eviction{Requester: pod("shop", "default", "scheduler-b", "uid-b"), PodNamespace: "shop", PodName: "scheduler-a", PodUID: "uid-a", Lease: leaseapi.Keep(held)}
 	if got := DecideEviction(e, now, time.Second); got.Reason != EvictsOther {
 		t.Errorf("a replica running as the default account evicting a pod without serviceAccountName: %s, want %s", got.Reason.Code(), EvictsOther.Code())
 	}
@@ -85,7 +86,7 @@ func TestDecideEvictionReadsAnUnsetServiceAccountAsDefault(t *testing.T) {
 func TestDecideEvictionJudgesCandidatesOfTheLeaseOnAnyAccount(t *testing.T) {
 	held := heldLease("shop", "scheduler", lease.Identity("scheduler-a", "uid-a"), 2*time.Second, true)
 	e := &Eviction{Requester: pod("shop", "scheduler-canary", "scheduler-c", "uid-c"), PodNamespace: "shop", PodName: "scheduler-a", PodUID: "uid-a",
-		ServiceAccount: "scheduler", Lease: held, RequesterIsCandidate: true}
+		ServiceAccount: "scheduler", Lease: leaseapi.Keep(held), RequesterIsCandidate: true}
 	if got := DecideEviction(e, now, time.Second); got.Reason != EvictsOther {
 		t.Errorf("a candidate on another account evicting the leader: %s, want %s", got.Reason.Code(), EvictsOther.Code())
 	}
@@ -93,4 +94,12 @@ func TestDecideEvictionJudgesCandidatesOfTheLeaseOnAnyAccount(t *testing.T) {
 	if got := DecideEviction(e, now, time.Second); got.Reason != NotGated {
 		t.Errorf("a pod on another account that is no candidate: %s, want %s", got.Reason.Code(), NotGated.Code())
 	}
+}
+
+// keptOrNil is l as the lease cache keeps it; nil for no lease.
+func keptOrNil(l *coordinationv1.Lease) *leaseapi.Kept {
+	if l == nil {
+		return nil
+	}
+	return leaseapi.Keep(l)
 }

@@ -31,7 +31,7 @@ func fuzzFence(f *testing.F) *Webhooks {
 	}}
 	fence := &Webhooks{
 		Leases:       leases,
-		Cluster:      fake.NewClientBuilder().WithObjects(restarting, companion, leases[namespacedName{"shop", "orders"}]).Build(),
+		Cluster:      fake.NewClientBuilder().WithObjects(restarting, companion, leases[namespacedName{"shop", "orders"}].Lease).Build(),
 		Recorder:     &events.FakeRecorder{},
 		Events:       NewEventBudget(clock.RealClock{}),
 		OwnNamespace: "leasegate-system",
@@ -89,7 +89,7 @@ func FuzzGuarded(f *testing.F) {
 
 func FuzzLeaseWrites(f *testing.F) {
 	fence := fuzzFence(f)
-	held := leases[namespacedName{"shop", "orders"}]
+	held := leases[namespacedName{"shop", "orders"}].Lease
 	takenOver := held.DeepCopy()
 	takenOver.Spec.HolderIdentity = new(string)
 	*takenOver.Spec.HolderIdentity = "orders-b_uid-b"

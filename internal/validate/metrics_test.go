@@ -78,7 +78,7 @@ func TestEveryAnswerIsCounted(t *testing.T) {
 		{"a pod deletes a lease", fence.LeaseWrites, func(t *testing.T) admissionv1.AdmissionRequest {
 			return admissionv1.AdmissionRequest{Operation: admissionv1.Delete, Namespace: "shop", Name: "orders",
 				Resource: metav1.GroupVersionResource{Group: "coordination.k8s.io", Version: "v1", Resource: "leases"},
-				UserInfo: podUser("orders-a", "uid-a"), OldObject: rawObject(t, leases[namespacedName{"shop", "orders"}])}
+				UserInfo: podUser("orders-a", "uid-a"), OldObject: rawObject(t, leases[namespacedName{"shop", "orders"}].Lease)}
 		}, [4]string{"lease", "", "denied", "delete_lease"}, false},
 		{"an eviction by a person", fence.Evictions, func(t *testing.T) admissionv1.AdmissionRequest {
 			return admissionv1.AdmissionRequest{Operation: admissionv1.Create, Namespace: "shop", Name: "orders-a", SubResource: "eviction",

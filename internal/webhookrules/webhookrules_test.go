@@ -11,12 +11,12 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	authenticationv1 "k8s.io/api/authentication/v1"
-	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 
 	"github.com/leasegate/leasegate/internal/apiresources"
 	"github.com/leasegate/leasegate/internal/config"
+	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/internal/validate"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
 )
@@ -356,7 +356,7 @@ guards:
 // noLeases is a cluster without Leases: whether a write is judged does not depend on who holds one.
 type noLeases struct{}
 
-func (noLeases) Get(string, string) (*coordinationv1.Lease, bool) { return nil, false }
+func (noLeases) Get(string, string) (*leaseapi.Kept, bool) { return nil, false }
 func (noLeases) MultiClusterLease(string, string) (*v1alpha1.MultiClusterLease, bool) {
 	return nil, false
 }

@@ -9,6 +9,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 
+	"github.com/leasegate/leasegate/internal/contract"
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
@@ -33,4 +34,26 @@ func Spec(spec *coordinationv1.LeaseSpec) lease.Spec {
 		s.RenewTime = lease.MicroTime{Time: spec.RenewTime.Time}
 	}
 	return s
+}
+
+// Kept is a Lease as a cache keeps it for judging. What every judgement of it reads (the spec's three
+// pointers, and whether leasegate manages it, a label) is taken from the object once, when the cache
+// stores it, not on each of the many writes judged by it: reading them was a third of a fence decision.
+type Kept struct {
+	*coordinationv1.Lease
+	// Judged is Spec(&Lease.Spec).
+	Judged lease.Spec
+	// Managed: the lease carries contract.Managed "true", so its holders are agent identities.
+	Managed bool
+}
+
+// Keep reads l for judging. l must not change afterwards: a cache keeps each version of a lease as the
+// watch decoded it.
+func Keep(l *coordinationv1.Lease) *Kept {
+	return &Kept{Lease: l, Judged: Spec(&l.Spec), Managed: l.Labels[contract.Managed] == "true"}
+}
+
+// Judge is lease.Judge on the kept lease.
+func (k *Kept) Judge(now time.Time, clockSkewMargin time.Duration) lease.Judgement {
+	return lease.Judge(&k.Judged, now, clockSkewMargin)
 }
