@@ -29,6 +29,11 @@ type Term struct {
 	Claim Claim
 	// Token is the key's create revision: unique per term and growing across terms, so it fences.
 	Token int64
+	// TTL is what the backend granted the term's lease for, and extends it by at each confirmation; 0 for
+	// a term read rather than won, until it is confirmed. The term's validUntil counts from this, never
+	// from the spec's leaseDurationSeconds, which may change mid-term while the backend lease keeps the
+	// TTL it was granted.
+	TTL time.Duration
 }
 
 // Backend is the global store the election controllers of every cluster agree through. Each call is a
@@ -39,12 +44,13 @@ type Term struct {
 // conditional writes can follow.
 type Backend interface {
 	// Campaign claims key for claim under a new backend lease of ttl if nobody holds it. It returns the
-	// term it won, or won=false and the term that holds the key.
+	// term it won, with the TTL the backend granted, or won=false and the term that holds the key.
 	Campaign(ctx context.Context, key string, claim Claim, ttl time.Duration) (term Term, won bool, err error)
 	// Confirm extends term's backend lease by its full TTL and checks that the key still belongs to term.
 	// The extension counts from the moment the request was sent or later: the caller takes that instant
-	// as the start of the term's remaining validity. It returns ErrLost when the term is over.
-	Confirm(ctx context.Context, term Term) error
+	// as the start of the term's remaining validity, which lasts the TTL it returns: the one the backend
+	// extended the lease by. It returns ErrLost when the term is over.
+	Confirm(ctx context.Context, term Term) (ttl time.Duration, err error)
 	// Resign ends term at once, so another cluster can win without waiting for the TTL.
 	Resign(ctx context.Context, term Term) error
 	// Get returns the term that holds key, ok=false when nobody does.

@@ -160,7 +160,7 @@ func (c *Controller) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func (c *Controller) confirm(ctx context.Context, log logr.Logger, mcl *v1alpha1.MultiClusterLease, e *election, ttl, lapse time.Duration) (ctrl.Result, error) {
 	sent := c.Clock.Now()
 	callCtx, cancel := context.WithTimeout(ctx, backendTimeout)
-	err := c.Backend.Confirm(callCtx, *e.term)
+	granted, err := c.Backend.Confirm(callCtx, *e.term)
 	cancel()
 	switch {
 	case errors.Is(err, ErrLost):
@@ -172,6 +172,7 @@ func (c *Controller) confirm(ctx context.Context, log logr.Logger, mcl *v1alpha1
 		log.Error(err, "Could not confirm the global term; the leader here stops at validUntil unless a retry succeeds")
 		return ctrl.Result{RequeueAfter: ttl / 10}, c.writeUnreachable(ctx, mcl, err)
 	}
+	e.term.TTL = granted
 	return ctrl.Result{RequeueAfter: lapse}, c.writeStatus(ctx, mcl, c.statusLeading(mcl, *e.term, sent))
 }
 
@@ -243,9 +244,14 @@ func (c *Controller) resign(log logr.Logger, term Term) {
 }
 
 // statusLeading is the status of a term this cluster holds, confirmed by a backend call sent at sent.
+// Its validUntil counts from the TTL the backend keeps the term's lease for, or the spec's duration where
+// that is shorter: never from a duration the spec gained mid-term, which the backend lease does not have.
+// Another cluster can win once the backend lease runs out; by then this cluster's fence must have stopped
+// admitting its leader.
 func (c *Controller) statusLeading(mcl *v1alpha1.MultiClusterLease, term Term, sent time.Time) v1alpha1.MultiClusterLeaseStatus {
 	s := c.statusMirror(mcl, term)
-	validUntil := sent.Add(v1alpha1.ValidFor(*mcl.Spec.LeaseDurationSeconds, c.ClockSkewMargin))
+	seconds := min(int64(*mcl.Spec.LeaseDurationSeconds), int64(term.TTL/time.Second))
+	validUntil := sent.Add(v1alpha1.ValidFor(int32(seconds), c.ClockSkewMargin))
 	s.ValidUntil = &metav1.MicroTime{Time: validUntil}
 	return s
 }

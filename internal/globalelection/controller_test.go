@@ -55,15 +55,15 @@ type slowResign struct {
 	campaigns   int
 }
 
-func (b *slowResign) Campaign(_ context.Context, key string, claim Claim, _ time.Duration) (Term, bool, error) {
+func (b *slowResign) Campaign(_ context.Context, key string, claim Claim, ttl time.Duration) (Term, bool, error) {
 	b.campaigns++
 	if b.held {
 		return b.term, false, nil
 	}
-	b.term, b.held = Term{Key: key, Claim: claim, Token: int64(b.campaigns)}, true
+	b.term, b.held = Term{Key: key, Claim: claim, Token: int64(b.campaigns), TTL: ttl}, true
 	return b.term, true, nil
 }
-func (b *slowResign) Confirm(context.Context, Term) error { return nil }
+func (b *slowResign) Confirm(context.Context, Term) (time.Duration, error) { return b.term.TTL, nil }
 func (b *slowResign) Resign(context.Context, Term) error {
 	b.clock.SetTime(b.clock.Now().Add(b.resignTakes))
 	b.held = false
@@ -118,5 +118,61 @@ func TestTheYieldCountsFromWhenTheKeyWentFree(t *testing.T) {
 	stand("a-1")
 	if backend.campaigns != 2 || backend.term.Claim.Holder != "a-1" {
 		t.Errorf("after the yield, a-1 did not win the still free key: %d campaigns, term %+v", backend.campaigns, backend.term)
+	}
+}
+
+// A term's validUntil counts from the TTL the backend granted its lease, not from the spec's duration:
+// lengthened mid-term, the spec would publish a validUntil past the backend lease, and after a partition
+// another cluster could win while this cluster's fence still admitted the old leader.
+func TestValidUntilNeverOutlastsTheBackendLease(t *testing.T) {
+	ctx := context.Background()
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakePassiveClock(t0)
+	backend := &slowResign{clock: clk}
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mcl := &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(mcl).WithObjects(mcl).Build()
+	c := &Controller{Client: kube, Backend: backend, Cluster: "a", Clock: clk, Log: logr.Discard(),
+		elections: map[types.NamespacedName]*election{}}
+	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}
+	heartbeat := func(seconds int32) v1alpha1.MultiClusterLeaseStatus {
+		t.Helper()
+		if err := kube.Get(ctx, req.NamespacedName, mcl); err != nil {
+			t.Fatal(err)
+		}
+		now := metav1.NewMicroTime(clk.Now())
+		mcl.Spec = v1alpha1.MultiClusterLeaseSpec{HolderIdentity: ptr.To("a-0"), LeaseDurationSeconds: ptr.To(seconds), RenewTime: &now}
+		mcl.Generation++ // as the API server counts a change of spec; the fake client does not
+		if err := kube.Update(ctx, mcl); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Reconcile(ctx, req); err != nil {
+			t.Fatal(err)
+		}
+		if err := kube.Get(ctx, req.NamespacedName, mcl); err != nil {
+			t.Fatal(err)
+		}
+		return mcl.Status
+	}
+	latest := func(seconds int32) time.Time { return clk.Now().Add(v1alpha1.ValidFor(seconds, 0)) }
+
+	if s := heartbeat(5); s.LocalLeader(clk.Now()) != "a-0" || s.ValidUntil.After(latest(5)) {
+		t.Fatalf("won with a 5 s TTL: status %+v, want a-0 leading until %s at the latest", s, latest(5))
+	}
+	for _, tt := range []struct {
+		name    string
+		seconds int32
+		within  int32
+	}{
+		{"the spec lengthened to an hour mid-term", 3600, 5},
+		{"the spec shortened below the TTL", 3, 3},
+	} {
+		clk.SetTime(clk.Now().Add(time.Second))
+		if s := heartbeat(tt.seconds); s.ValidUntil == nil || s.ValidUntil.After(latest(tt.within)) {
+			t.Errorf("%s: validUntil %v, want at most %s (a backend lease of %d s)", tt.name, s.ValidUntil, latest(tt.within), backend.term.TTL/time.Second)
+		}
 	}
 }

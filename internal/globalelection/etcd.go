@@ -60,25 +60,29 @@ func (e *Etcd) Campaign(ctx context.Context, key string, claim Claim, ttl time.D
 		return Term{}, false, fmt.Errorf("claiming %s: the key vanished inside the transaction", key)
 	}
 	term, err := termOf(key, kvs[0].Value, kvs[0].CreateRevision)
+	if resp.Succeeded {
+		term.TTL = time.Duration(grant.TTL) * time.Second
+	}
 	return term, resp.Succeeded, err
 }
 
 // Confirm implements Backend.
-func (e *Etcd) Confirm(ctx context.Context, term Term) error {
-	if _, err := e.Client.KeepAliveOnce(ctx, clientv3.LeaseID(term.Claim.Session)); err != nil {
+func (e *Etcd) Confirm(ctx context.Context, term Term) (time.Duration, error) {
+	renewed, err := e.Client.KeepAliveOnce(ctx, clientv3.LeaseID(term.Claim.Session))
+	if err != nil {
 		if isLeaseNotFound(err) {
-			return ErrLost
+			return 0, ErrLost
 		}
-		return fmt.Errorf("renewing the etcd lease of %s: %w", term.Key, err)
+		return 0, fmt.Errorf("renewing the etcd lease of %s: %w", term.Key, err)
 	}
 	resp, err := e.Client.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(term.Key), "=", term.Token)).Commit()
 	if err != nil {
-		return fmt.Errorf("checking %s: %w", term.Key, err)
+		return 0, fmt.Errorf("checking %s: %w", term.Key, err)
 	}
 	if !resp.Succeeded {
-		return ErrLost
+		return 0, ErrLost
 	}
-	return nil
+	return time.Duration(renewed.TTL) * time.Second, nil
 }
 
 // Resign implements Backend: revoking the lease deletes the key with it, and cannot touch a later term's

@@ -2,16 +2,17 @@ package globalelection
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
+	"net/url"
 	"path/filepath"
 	"strings"
 	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+
+	"github.com/leasegate/leasegate/internal/tlsfiles"
 )
 
 // Options are leasegate-webhook's --multicluster-* flags. The controller runs only when ClusterName is
@@ -58,21 +59,35 @@ func (o Options) EtcdClient() (*clientv3.Client, error) {
 	})
 }
 
+// tlsConfig reads the cert dir at each new connection's handshake, as a mounted cert-manager Secret is
+// renewed in place: the renewed client certificate is presented from the next connection on, and a new
+// ca.crt is trusted from then too, rather than every reconnection failing once the certificate read at
+// start expires. The server's certificate must be valid for one of the endpoints' hosts and signed by a
+// CA in ca.crt of the moment.
 func (o Options) tlsConfig() (*tls.Config, error) {
 	if o.EtcdCertDir == "" {
 		return nil, errors.New("--multicluster-etcd-cert-dir: required (a directory with ca.crt, tls.crt and tls.key)")
 	}
-	cert, err := tls.LoadX509KeyPair(filepath.Join(o.EtcdCertDir, "tls.crt"), filepath.Join(o.EtcdCertDir, "tls.key"))
+	cert, err := tlsfiles.NewCertificate(filepath.Join(o.EtcdCertDir, "tls.crt"), filepath.Join(o.EtcdCertDir, "tls.key"))
 	if err != nil {
 		return nil, fmt.Errorf("--multicluster-etcd-cert-dir: the client certificate: %w", err)
 	}
-	caPEM, err := os.ReadFile(filepath.Join(o.EtcdCertDir, "ca.crt"))
+	roots, err := tlsfiles.NewRoots(filepath.Join(o.EtcdCertDir, "ca.crt"))
 	if err != nil {
 		return nil, fmt.Errorf("--multicluster-etcd-cert-dir: %w", err)
 	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(caPEM) {
-		return nil, fmt.Errorf("--multicluster-etcd-cert-dir: %s holds no PEM certificate", filepath.Join(o.EtcdCertDir, "ca.crt"))
+	var hosts []string
+	for _, endpoint := range o.EtcdEndpoints {
+		if u, err := url.Parse(endpoint); err == nil && u.Hostname() != "" {
+			hosts = append(hosts, u.Hostname())
+		}
 	}
-	return &tls.Config{Certificates: []tls.Certificate{cert}, RootCAs: pool, MinVersion: tls.VersionTLS12}, nil
+	// The handshake's own verification is replaced, not skipped: it could only check a CA pool fixed at
+	// start. Any of the endpoints' names will do, as etcd's members serve one store and trust each other.
+	return &tls.Config{
+		GetClientCertificate: cert.Get,
+		InsecureSkipVerify:   true,
+		VerifyConnection:     roots.Verifier(hosts...),
+		MinVersion:           tls.VersionTLS12,
+	}, nil
 }

@@ -20,6 +20,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/leasegate/leasegate/internal/tlsfiles"
 )
 
 // testCA is a certificate authority that signs serving certificates.
@@ -248,12 +250,12 @@ func BenchmarkCAFileCheck(b *testing.B) {
 	if err := os.WriteFile(path, []byte(ca.pem), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	roots, err := newFileRoots(path)
+	roots, err := tlsfiles.NewRoots(path)
 	if err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		roots.current()
+		roots.Current()
 	}
 }
 

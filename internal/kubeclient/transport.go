@@ -1,7 +1,6 @@
 package kubeclient
 
 import (
-	"bytes"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/leasegate/leasegate/internal/tlsfiles"
 )
 
 // tokenRereadInterval is how long a token read from BearerTokenFile is used before the file is read again:
@@ -80,15 +81,19 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		if err != nil {
 			return nil, err
 		}
-		roots, err := newFileRoots(c.CAFile)
-		if err != nil {
-			return nil, err
+		roots, err := tlsfiles.NewRoots(c.CAFile)
+		switch {
+		case errors.Is(err, tlsfiles.ErrNoCertificate):
+			return nil, fmt.Errorf("the CA file %s (certificate-authority) holds no PEM certificate", c.CAFile)
+		case err != nil:
+			return nil, fmt.Errorf("the CA (certificate-authority): %w", err)
 		}
-		// The handshake's own verification is replaced, not skipped: VerifyConnection checks the chain
-		// against the file's CAs of the moment and the server's name, on every new and resumed
+		// The file is read again at each handshake, so the first connection after a CA rotation trusts
+		// the new CA. The handshake's own verification is replaced, not skipped: VerifyConnection checks
+		// the chain against the file's CAs of the moment and the server's name, on every new and resumed
 		// connection, as crypto/tls would check RootCAs.
 		config.InsecureSkipVerify = true
-		config.VerifyConnection = roots.verifier(name)
+		config.VerifyConnection = roots.Verifier(name)
 	case len(c.CAData) > 0:
 		pool := x509.NewCertPool()
 		if !pool.AppendCertsFromPEM(c.CAData) {
@@ -100,11 +105,12 @@ func (c *Config) tlsConfig() (*tls.Config, error) {
 		if len(c.CertData) > 0 || len(c.KeyData) > 0 {
 			return nil, errors.New("a client certificate both in files and as data (client-certificate, client-key): keep one")
 		}
+		// Read again at each handshake, so a certificate renewed in place is used from the next connection.
 		cert, err := newFileCertificate(c.CertFile, c.KeyFile)
 		if err != nil {
 			return nil, err
 		}
-		config.GetClientCertificate = cert.get
+		config.GetClientCertificate = cert.Get
 	}
 	if len(c.CertData) > 0 || len(c.KeyData) > 0 {
 		cert, err := tls.X509KeyPair(c.CertData, c.KeyData)
@@ -129,118 +135,22 @@ func (c *Config) verifiedName() (string, error) {
 	return u.Hostname(), nil
 }
 
-// fileRoots are the CAs in a file that is rotated in place: the kubelet rewrites a pod's ca.crt when the
-// cluster's CA bundle changes (a CA rotation first adds the new CA, then the API server serves a
-// certificate it signed). The file is read again at each new connection's handshake, and parsed again
-// only when its content changed, so the first connection after a rotation trusts the new CA; client-go
-// re-reads it every 5 minutes, so its new connections fail for up to that long. A handshake already
-// costs a round trip and public-key operations, and connections are made once and kept; reading a file of
-// a few KiB beside that is not worth caching by time.
-type fileRoots struct {
-	path string
-
-	mu    sync.Mutex
-	data  []byte // the content roots was parsed from
-	roots *x509.CertPool
-}
-
-func newFileRoots(path string) (*fileRoots, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("the CA (certificate-authority): %w", err)
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(data) {
-		return nil, fmt.Errorf("the CA file %s (certificate-authority) holds no PEM certificate", path)
-	}
-	return &fileRoots{path: path, data: data, roots: roots}, nil
-}
-
-// current is the pool of the file's CAs now. A file that cannot be read or holds no certificate (being
-// rewritten, or emptied by mistake) keeps the last good pool: trusting nothing would cut the agent off
-// the API server, while the last CAs were trusted a moment ago.
-func (f *fileRoots) current() *x509.CertPool {
-	data, err := os.ReadFile(f.path)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if err != nil || bytes.Equal(data, f.data) {
-		return f.roots
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(data) {
-		return f.roots
-	}
-	f.data, f.roots = data, roots
-	return roots
-}
-
-// verifier checks a server's certificate chain against the file's current CAs and name, as crypto/tls
-// checks it against RootCAs and ServerName (TLS 1.2 and up, the server-auth usage, the validity period).
-// The name is fixed: the connection state's ServerName is the SNI sent, which is empty for an IP address.
-func (f *fileRoots) verifier(name string) func(tls.ConnectionState) error {
-	return func(state tls.ConnectionState) error {
-		certs := state.PeerCertificates
-		if len(certs) == 0 {
-			return errors.New("tls: the server sent no certificate")
-		}
-		opts := x509.VerifyOptions{Roots: f.current(), DNSName: name, Intermediates: x509.NewCertPool()}
-		for _, cert := range certs[1:] {
-			opts.Intermediates.AddCert(cert)
-		}
-		if _, err := certs[0].Verify(opts); err != nil {
-			return &tls.CertificateVerificationError{UnverifiedCertificates: certs, Err: err}
-		}
-		return nil
-	}
-}
-
-// fileCertificate is a client certificate and key in files that are renewed in place (by cert-manager's
-// csi-driver, a sidecar, a person): read again at each new connection's handshake, and parsed again only
-// when either changed, as fileRoots reads the CA. client-go reads such files again every 5 minutes. A
-// pair that cannot be read or does not match (one file written, the other not yet) keeps the last good
-// certificate.
-type fileCertificate struct {
-	certPath, keyPath string
-
-	mu        sync.Mutex
-	certData  []byte
-	keyData   []byte
-	certified *tls.Certificate
-}
-
-func newFileCertificate(certPath, keyPath string) (*fileCertificate, error) {
+// newFileCertificate reads a client certificate and key kept in files, naming the kubeconfig's fields in
+// its errors.
+func newFileCertificate(certPath, keyPath string) (*tlsfiles.Certificate, error) {
 	if certPath == "" || keyPath == "" {
 		return nil, errors.New("a client certificate file without its key file, or a key without its certificate (client-certificate, client-key): set both")
 	}
-	certData, err := os.ReadFile(certPath)
-	if err != nil {
-		return nil, fmt.Errorf("client-certificate: %w", err)
+	for _, file := range []struct{ field, path string }{{"client-certificate", certPath}, {"client-key", keyPath}} {
+		if _, err := os.Stat(file.path); err != nil {
+			return nil, fmt.Errorf("%s: %w", file.field, err)
+		}
 	}
-	keyData, err := os.ReadFile(keyPath)
-	if err != nil {
-		return nil, fmt.Errorf("client-key: %w", err)
-	}
-	cert, err := tls.X509KeyPair(certData, keyData)
+	cert, err := tlsfiles.NewCertificate(certPath, keyPath)
 	if err != nil {
 		return nil, fmt.Errorf("the client certificate and key (client-certificate %s, client-key %s): %w", certPath, keyPath, err)
 	}
-	return &fileCertificate{certPath: certPath, keyPath: keyPath, certData: certData, keyData: keyData, certified: &cert}, nil
-}
-
-func (f *fileCertificate) get(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
-	certData, certErr := os.ReadFile(f.certPath)
-	keyData, keyErr := os.ReadFile(f.keyPath)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if certErr != nil || keyErr != nil || (bytes.Equal(certData, f.certData) && bytes.Equal(keyData, f.keyData)) {
-		return f.certified, nil
-	}
-	cert, err := tls.X509KeyPair(certData, keyData)
-	if err != nil {
-		return f.certified, nil
-	}
-	f.certData, f.keyData, f.certified = certData, keyData, &cert
-	return f.certified, nil
+	return cert, nil
 }
 
 // authTransport sets the Authorization and User-Agent headers on a copy of each request, leaving ones the

@@ -296,6 +296,65 @@ var _ = Describe("One leader across clusters", Label("multicluster"), Ordered, f
 		Expect(monitor.overlaps()).To(BeEmpty())
 	})
 
+	It("never publishes a validUntil past the term's etcd lease, though the spec's duration is lengthened mid-term", func(ctx SpecContext) {
+		newElection()
+		key := client.ObjectKey{Namespace: currentNamespace, Name: currentElection}
+		// heartbeat writes A's spec as a candidate of A does, holding it for seconds, renewed now.
+		heartbeat := func(seconds int32) {
+			GinkgoHelper()
+			Eventually(func() error {
+				mcl := &v1alpha1.MultiClusterLease{}
+				now := metav1.NewMicroTime(time.Now())
+				spec := v1alpha1.MultiClusterLeaseSpec{HolderIdentity: ptr.To("a-hand"), LeaseDurationSeconds: ptr.To(seconds), RenewTime: &now, AcquireTime: &now}
+				if err := a.client.Get(ctx, key, mcl); err != nil {
+					mcl = &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}, Spec: spec}
+					return a.client.Create(ctx, mcl)
+				}
+				spec.AcquireTime = mcl.Spec.AcquireTime
+				mcl.Spec = spec
+				return a.client.Update(ctx, mcl)
+			}, 5*time.Second, 50*time.Millisecond).Should(Succeed())
+		}
+		DeferCleanup(func(ctx SpecContext) {
+			mcl := &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name}}
+			Expect(client.IgnoreNotFound(a.client.Delete(ctx, mcl))).To(Succeed())
+		})
+		// confirmed waits for the controller to publish its judgement of the spec as it is now.
+		confirmed := func() v1alpha1.MultiClusterLeaseStatus {
+			GinkgoHelper()
+			mcl := &v1alpha1.MultiClusterLease{}
+			Eventually(func(g Gomega) {
+				g.Expect(a.client.Get(ctx, key, mcl)).To(Succeed())
+				g.Expect(mcl.Status.ObservedGeneration).To(Equal(mcl.Generation))
+				g.Expect(mcl.Status.LocalLeader(time.Now())).To(Equal("a-hand"))
+			}, 10*time.Second, 20*time.Millisecond).Should(Succeed())
+			return mcl.Status
+		}
+
+		By("a candidate of A winning the term with the suite's TTL")
+		heartbeat(int32(mclLeaseDuration / time.Second))
+		confirmed()
+		admin, err := etcd.Client()
+		Expect(err).NotTo(HaveOccurred())
+		defer admin.Close()
+		held, err := admin.Get(ctx, globalelection.Key(currentNamespace, currentElection))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(held.Kvs).To(HaveLen(1))
+		granted, err := admin.TimeToLive(ctx, clientv3.LeaseID(held.Kvs[0].Lease))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(time.Duration(granted.GrantedTTL) * time.Second).To(Equal(mclLeaseDuration))
+
+		By("the spec lengthened to an hour: each confirmation publishes a validUntil within the etcd lease's TTL")
+		for range 3 {
+			sent := time.Now()
+			heartbeat(3600)
+			s := confirmed()
+			Expect(s.ValidUntil.Time).To(BeTemporally("<=", time.Now().Add(mclLeaseDuration)),
+				"validUntil %s, %s after the heartbeat, outlasts the etcd lease of %s", s.ValidUntil.Time, s.ValidUntil.Time.Sub(sent), mclLeaseDuration)
+			time.Sleep(time.Second)
+		}
+	})
+
 	It("keeps its leader when an etcd member dies, and never has two when the etcd leader dies", func(ctx SpecContext) {
 		candidates, monitor := startWatched(1, 1)
 		leader := eventuallySoleLeader(candidates, 15*time.Second)
