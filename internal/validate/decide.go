@@ -7,6 +7,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -113,6 +114,7 @@ const (
 	NotInjected
 	KeepsOnLoss
 	HolderInOtherNamespace
+	LeaseByPerson
 )
 
 var reasonText = [...]string{
@@ -145,6 +147,7 @@ var reasonText = [...]string{
 	NotInjected:            "not a pod leasegate injected",
 	KeepsOnLoss:            "the pod does not restart on loss",
 	HolderInOtherNamespace: "the holder names a pod of this name, but the guard's holder format carries no UID, so only a pod of the lease's namespace, or of a service account the guard names with its namespace, is that holder",
+	LeaseByPerson:          "a person may only ask for a handover on a lease leasegate manages (kubectl leasegate handover, or the annotations " + contract.HandoverFrom + " and " + contract.HandoverTo + "): its holder, terms, fencing token, label and existence are for leasegate and its agents; a cluster admin (an exempt requester) may break glass",
 }
 
 func (r Reason) String() string { return reasonText[r] }
@@ -159,7 +162,7 @@ var reasonCodes = [...]string{
 	ForgedLeaderEndpoints: "forged_leader_endpoints", MarkerChanged: "marker_changed", StatusByOthers: "status_by_others",
 	NotHandoverTarget: "not_handover_target", TimeAhead: "time_ahead", DurationNotGiven: "duration_not_given",
 	TransitionsMiscounted: "transitions_miscounted", NotInjected: "not_injected", KeepsOnLoss: "keeps_on_loss",
-	HolderInOtherNamespace: "holder_in_other_namespace",
+	HolderInOtherNamespace: "holder_in_other_namespace", LeaseByPerson: "lease_by_person",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -376,6 +379,11 @@ type LeaseWrite struct {
 	GivenSeconds int32
 }
 
+// controlPlaneUsers prefixes the users the control plane authenticates as (system:kube-controller-manager,
+// system:node:<name>, system:apiserver): names the cluster's own credentials carry, which a person's
+// authenticator does not hand out.
+const controlPlaneUsers = "system:"
+
 // DecideLeaseWrite guards the Leases (and MultiClusterLeases) leasegate manages, so that no follower can
 // hijack, pin or spoof leadership: a pod may write only its own identity as holder, may take a lease only
 // when it is released or expired (and, while a handover runs, only as its target), may release only a
@@ -383,16 +391,13 @@ type LeaseWrite struct {
 // longer term than its injection gave it, must count the term it takes in leaseTransitions (the fencing
 // token apps hand to their stores), and no service account may change the label that makes a lease
 // leasegate's (which decides what reaches this guard and how the fence reads the holder) or write a
-// MultiClusterLease's status. People, exempt requesters and kube-system's service accounts pass; other
-// service accounts without a pod identity follow missingPodIdentity.
+// MultiClusterLease's status. People, namespace admins among them, may change what a lease's metadata
+// says but not its spec, its label or whether it exists: they ask for a handover, and the agents move
+// leadership. Exempt requesters (cluster admins), the control plane's users and kube-system's service
+// accounts pass; other service accounts without a pod identity follow missingPodIdentity.
 func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 	if p.exempt(w.Requester) {
 		return Verdict{Reason: Exempt}
-	}
-	// kube-system's service accounts are the control plane's controllers: the namespace controller and the
-	// garbage collector delete a namespace's Leases without a pod identity, and must never wait on this.
-	if saNamespace, _, isServiceAccount := w.Requester.serviceAccount(); !isServiceAccount || saNamespace == metav1.NamespaceSystem {
-		return Verdict{Reason: NotGated}
 	}
 	old, updated := w.Old, w.New
 	target := updated
@@ -402,6 +407,26 @@ func (p *Policy) DecideLeaseWrite(w *LeaseWrite, now time.Time) Verdict {
 	v := Verdict{LeaseNamespace: target.Namespace, LeaseName: target.Name}
 	if old != nil {
 		v.Holder = ptr.Deref(old.Spec.HolderIdentity, "")
+	}
+	saNamespace, _, isServiceAccount := w.Requester.serviceAccount()
+	switch {
+	case !isServiceAccount && strings.HasPrefix(w.Requester.Username, controlPlaneUsers):
+		// The control plane's own users (kube-controller-manager without service account credentials,
+		// nodes): the namespace controller and the garbage collector delete a namespace's Leases.
+		return Verdict{Reason: NotGated}
+	case !isServiceAccount:
+		// A person, a namespace admin among them, asks for leadership to move (a handover) and leasegate's
+		// agents move it; anything more would forge a term or its token outside every rule the agents keep.
+		if !w.Status && old != nil && updated != nil && markerOf(old) == markerOf(updated) && equality.Semantic.DeepEqual(old.Spec, updated.Spec) {
+			return Verdict{Reason: NotGated}
+		}
+		v.Reason, v.Outcome = LeaseByPerson, Denied
+		return v
+	case saNamespace == metav1.NamespaceSystem:
+		// kube-system's service accounts are the control plane's controllers: the namespace controller and
+		// the garbage collector delete a namespace's Leases without a pod identity, and must never wait on
+		// this.
+		return Verdict{Reason: NotGated}
 	}
 	switch {
 	case w.Status:

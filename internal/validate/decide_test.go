@@ -463,7 +463,14 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"a pod may not delete a lease", a, held, nil, false, 0, DeleteLease, Denied},
 		{"a pod may create an unmarked lease for itself", a, nil, unmarked(writing("orders-a_uid-a")), false, 0, HoldsLease, Allowed},
 		{"an exempt requester may do anything", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, nil, false, 0, Exempt, Allowed},
-		{"a person is not gated", &Requester{Username: "jane@example.com"}, held, writing("jane"), false, 0, NotGated, Allowed},
+		{"a person may not write a holder", &Requester{Username: "jane@example.com"}, held, writing("orders-b_uid-b"), false, 0, LeaseByPerson, Denied},
+		{"nor release the lease", &Requester{Username: "jane@example.com"}, held, writing(""), false, 0, LeaseByPerson, Denied},
+		{"nor renew it", &Requester{Username: "jane@example.com"}, expired, writing("orders-a_uid-a"), false, 0, LeaseByPerson, Denied},
+		{"nor delete it", &Requester{Username: "jane@example.com"}, held, nil, false, 0, LeaseByPerson, Denied},
+		{"nor create one marked as leasegate's", &Requester{Username: "jane@example.com"}, nil, writing("orders-b_uid-b"), false, 0, LeaseByPerson, Denied},
+		{"nor write a MultiClusterLease's status", &Requester{Username: "jane@example.com"}, held, held, true, 0, LeaseByPerson, Denied},
+		{"a person may annotate a lease", &Requester{Username: "jane@example.com"}, held, annotated(held, "team", "payments"), false, 0, NotGated, Allowed},
+		{"kube-controller-manager without service account credentials deletes a namespace's lease", &Requester{Username: "system:kube-controller-manager"}, held, nil, false, 0, NotGated, Allowed},
 		{"the namespace controller deletes a namespace's lease", &Requester{Username: "system:serviceaccount:kube-system:namespace-controller"}, held, nil, false, 0, NotGated, Allowed},
 		{"the garbage collector deletes a lease", &Requester{Username: "system:serviceaccount:kube-system:generic-garbage-collector"}, held, nil, false, 0, NotGated, Allowed},
 		{"a person may ask for a handover", &Requester{Username: "jane@example.com"}, held, handover(held, "orders-b"), false, 0, NotGated, Allowed},
@@ -480,7 +487,7 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"a pod may not mark a lease as leasegate's", a, unmarked(held), writing("orders-a_uid-a"), false, 0, MarkerChanged, Denied},
 		{"a pod may not create a lease marked as leasegate's", a, nil, writing("orders-a_uid-a"), false, 0, MarkerChanged, Denied},
 		{"nor may a service account without a pod identity, whatever missingPodIdentity says", controller, released, unmarked(released), false, 0, MarkerChanged, Denied},
-		{"a person may unmark a lease", &Requester{Username: "jane@example.com"}, held, unmarked(held), false, 0, NotGated, Allowed},
+		{"a person may not unmark a lease", &Requester{Username: "jane@example.com"}, held, unmarked(held), false, 0, LeaseByPerson, Denied},
 
 		// The lease's terms: a pod may not pin it.
 		{"a pod may not take a lease renewed a year ahead", b, released, renewedAt(writing("orders-b_uid-b"), now.AddDate(1, 0, 0)), false, 15, TimeAhead, Denied},
@@ -523,7 +530,8 @@ func TestDecideLeaseWrite(t *testing.T) {
 		{"nor as it releases", a, held, counted(writing(""), 3), false, 15, TransitionsMiscounted, Denied},
 		{"nor raise it by more than one", a, held, counted(writing("orders-a_uid-a"), 6), false, 15, TransitionsMiscounted, Denied},
 		{"the holder counts a term it finds itself in without an acquire time", a, held, counted(writing("orders-a_uid-a"), 5), false, 15, HoldsLease, Allowed},
-		{"a person may set the count", &Requester{Username: "jane@example.com"}, held, counted(held, 0), false, 0, NotGated, Allowed},
+		{"a person may not reset the count", &Requester{Username: "jane@example.com"}, held, counted(held, 0), false, 0, LeaseByPerson, Denied},
+		{"a cluster admin may, to break glass", &Requester{Username: "admin", Groups: []string{"system:masters"}}, held, counted(held, 0), false, 0, Exempt, Allowed},
 
 		// A MultiClusterLease's status is the election controller's.
 		{"a pod may not write a MultiClusterLease's status", a, held, held, true, 15, StatusByOthers, Denied},
@@ -544,6 +552,13 @@ func TestDecideLeaseWrite(t *testing.T) {
 func counted(l *coordinationv1.Lease, n int32) *coordinationv1.Lease {
 	l = l.DeepCopy()
 	l.Spec.LeaseTransitions = ptr.To(n)
+	return l
+}
+
+// annotated is l with the annotation key: value.
+func annotated(l *coordinationv1.Lease, key, value string) *coordinationv1.Lease {
+	l = l.DeepCopy()
+	metav1.SetMetaDataAnnotation(&l.ObjectMeta, key, value)
 	return l
 }
 

@@ -11,6 +11,7 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -121,6 +122,57 @@ var _ = Describe("The lease guard", func() {
 			Should(HaveKeyWithValue(contract.Managed, "true"))
 		Expect(take(ctx, followerClient, ns, follower, func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](86400) })).
 			To(MatchError(ContainSubstring("admission webhook \"leases.leasegate.io\" denied the request")), "guarded again")
+	})
+
+	It("lets a namespace admin ask for a handover, and nothing else on a lease leasegate manages", func(ctx SpecContext) {
+		ns, pods, _, _ := injectedCandidates(ctx, 2, 1)
+		follower := pods[1]
+		// A namespace admin, with every right on the namespace's Leases too (the built-in admin role has none).
+		const admin = "dana"
+		_, err := controlPlane.Client.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{
+			ObjectMeta: metav1.ObjectMeta{Name: "leases"},
+			Rules:      []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"*"}}},
+		}, metav1.CreateOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		for name, role := range map[string]rbacv1.RoleRef{
+			"admin":  {APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+			"leases": {APIGroup: rbacv1.GroupName, Kind: "Role", Name: "leases"},
+		} {
+			_, err := controlPlane.Client.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+				ObjectMeta: metav1.ObjectMeta{Name: admin + "-" + name},
+				RoleRef:    role,
+				Subjects:   []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: admin}},
+			}, metav1.CreateOptions{})
+			Expect(err).NotTo(HaveOccurred())
+		}
+		Expect(process.WaitUntilAllowed(ctx, controlPlane.Client, admin, []string{"system:authenticated"},
+			authorizationv1.ResourceAttributes{Namespace: ns, Verb: "delete", Group: "coordination.k8s.io", Resource: "leases"})).To(Succeed())
+		config := rest.CopyConfig(controlPlane.Config)
+		config.Impersonate = rest.ImpersonationConfig{UserName: admin}
+		dana := kubernetes.NewForConfigOrDie(config).CoordinationV1().Leases(ns)
+
+		By("refusing the namespace admin's writes that would forge a term or its token")
+		forgeries := map[string]func(*coordinationv1.Lease){
+			"names the follower holder": func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = ptr.To(identityOf(follower)) },
+			"releases the lease":        func(l *coordinationv1.Lease) { l.Spec.HolderIdentity = nil },
+			"resets the fencing token":  func(l *coordinationv1.Lease) { l.Spec.LeaseTransitions = ptr.To[int32](0) },
+			"renews it for a day":       func(l *coordinationv1.Lease) { l.Spec.LeaseDurationSeconds = ptr.To[int32](86400) },
+			"unmarks it":                func(l *coordinationv1.Lease) { delete(l.Labels, contract.Managed) },
+		}
+		for what, forge := range forgeries {
+			l := ordersLease(ctx, ns)
+			forge(l)
+			_, err := dana.Update(ctx, l, metav1.UpdateOptions{})
+			Expect(err).To(MatchError(ContainSubstring("a person may only ask for a handover")), "the namespace admin %s", what)
+		}
+		Expect(dana.Delete(ctx, "orders", metav1.DeleteOptions{})).To(MatchError(ContainSubstring("a person may only ask for a handover")))
+
+		By("admitting the handover the namespace admin asks for, which the leader carries out")
+		patch := fmt.Sprintf(`{"metadata":{"annotations":{%q:%q,%q:%q}}}`, contract.HandoverFrom, identityOf(pods[0]), contract.HandoverTo, identityOf(follower))
+		_, err = dana.Patch(ctx, "orders", types.MergePatchType, []byte(patch), metav1.PatchOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func() string { return ptr.Deref(ordersLease(ctx, ns).Spec.HolderIdentity, "") }).WithTimeout(10*time.Second).
+			Should(BeEmpty(), "the leader released for the handover")
 	})
 
 	It("refuses a pod that pins the lease with a renewTime ahead or a duration its injection did not give it", func(ctx SpecContext) {
