@@ -72,7 +72,7 @@ func agentContract(t *testing.T) []string {
 		lines = append(lines, fmt.Sprintf("contract.%s = %s", name, value))
 	}
 	lines = append(lines, "agent container name = "+strconv.Quote(inject.AgentContainer))
-	for _, name := range inject.InjectedEnv {
+	for _, name := range inject.GivenEnv {
 		lines = append(lines, "webhook reads from the agent container: env "+name)
 	}
 	for _, route := range routes(t, "../agent/server.go", constants(t, "contract.go")) {

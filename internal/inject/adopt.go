@@ -24,10 +24,10 @@ type LockReader interface {
 // manage, another controller's election (cert-manager's lease, say): provisioning would give the pod's
 // service account the right to take it, and nothing but that controller's own election would stand in
 // the way. adoptLeases lets a cluster admin hand such a lease over to leasegate on purpose.
-func checkLocks(pod *corev1.Pod, status Status, cfg *config.Config, locks LockReader) error {
+func checkLocks(pod *corev1.Pod, given Given, cfg *config.Config, locks LockReader) error {
 	var errs field.ErrorList
-	for _, name := range status.LeaseNames() {
-		kind, managed, holder, found := readLock(locks, pod.Namespace, name, status.LeaseKind == contract.LeaseKindMultiClusterLease)
+	for _, name := range given.LeaseNames() {
+		kind, managed, holder, found := readLock(locks, pod.Namespace, name, given.LeaseKind == contract.LeaseKindMultiClusterLease)
 		if !found || managed || cfg.Adopts(pod.Namespace, name) {
 			continue
 		}
@@ -35,7 +35,7 @@ func checkLocks(pod *corev1.Pod, status Status, cfg *config.Config, locks LockRe
 			holder = "nobody"
 		}
 		path := annotationsPath.Key(contract.Lease)
-		if status.Lease == "" {
+		if given.Lease == "" {
 			path = annotationsPath.Key(contract.Elections)
 		}
 		errs = append(errs, field.Invalid(path, name, fmt.Sprintf(

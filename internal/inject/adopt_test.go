@@ -64,29 +64,29 @@ func TestCheckLocks(t *testing.T) {
 	}
 	defaults := config.DefaultConfig()
 	tests := []struct {
-		name   string
-		status Status
-		cfg    *config.Config
-		want   string // "" for admitted
+		name  string
+		given Given
+		cfg   *config.Config
+		want  string // "" for admitted
 	}{
-		{"a lease nobody made yet is provisioned", Status{Lease: "new"}, defaults, ""},
-		{"a lease leasegate manages is shared", Status{Lease: "orders"}, defaults, ""},
-		{"another controller's lease is refused, naming it and its holder", Status{Lease: "cert-manager-controller"}, defaults,
+		{"a lease nobody made yet is provisioned", Given{Lease: "new"}, defaults, ""},
+		{"a lease leasegate manages is shared", Given{Lease: "orders"}, defaults, ""},
+		{"another controller's lease is refused, naming it and its holder", Given{Lease: "cert-manager-controller"}, defaults,
 			`leasegate cannot inject this pod: metadata.annotations[leasegate.io/lease]: Invalid value: "cert-manager-controller": ` +
 				`Lease shop/cert-manager-controller is not leasegate's (held by cm-0_8f1e2c): another controller elects on it, and this pod's agent would get the right to take it; ` +
 				`name a lease of its own, or add "shop/cert-manager-controller" to adoptLeases in leasegate-config to let leasegate take it over`},
-		{"also while that controller has released it", Status{Lease: "released-by-another"}, defaults, `Lease shop/released-by-another is not leasegate's (held by nobody)`},
-		{"an election among several that names one is refused at the elections annotation", Status{Leases: []string{"orders", "cert-manager-controller"}}, defaults,
+		{"also while that controller has released it", Given{Lease: "released-by-another"}, defaults, `Lease shop/released-by-another is not leasegate's (held by nobody)`},
+		{"an election among several that names one is refused at the elections annotation", Given{Leases: []string{"orders", "cert-manager-controller"}}, defaults,
 			`metadata.annotations[leasegate.io/elections]: Invalid value: "cert-manager-controller"`},
-		{"adoptLeases lets leasegate take it over", Status{Lease: "cert-manager-controller"}, adopting, ""},
-		{"a MultiClusterLease another client elects on is refused too", Status{Lease: "global", LeaseKind: contract.LeaseKindMultiClusterLease}, defaults,
+		{"adoptLeases lets leasegate take it over", Given{Lease: "cert-manager-controller"}, adopting, ""},
+		{"a MultiClusterLease another client elects on is refused too", Given{Lease: "global", LeaseKind: contract.LeaseKindMultiClusterLease}, defaults,
 			`MultiClusterLease shop/global is not leasegate's (held by lib-0_x)`},
-		{"a Lease of the name does not count for a MultiClusterLease", Status{Lease: "cert-manager-controller", LeaseKind: contract.LeaseKindMultiClusterLease}, defaults, ""},
+		{"a Lease of the name does not count for a MultiClusterLease", Given{Lease: "cert-manager-controller", LeaseKind: contract.LeaseKindMultiClusterLease}, defaults, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "p"}}
-			err := checkLocks(pod, tt.status, tt.cfg, locks)
+			err := checkLocks(pod, tt.given, tt.cfg, locks)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Errorf("checkLocks() = %v, want it admitted", err)

@@ -59,7 +59,7 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 	}
 	if result.Pod == nil {
 		if result.Skipped == alreadyInjected && AgentOf(pod) != nil {
-			// What the agent elects on is read from its container (Injected): hold one that arrives with
+			// What the agent elects on is read from its container (GivenTo): hold one that arrives with
 			// the pod, this webhook's own on reinvocation or one written by hand, to the rules injection keeps.
 			if err := h.checkAgent(pod, cfg); err != nil {
 				return admission.Denied(err.Error()), "denied"
@@ -76,12 +76,12 @@ func (h *Handler) handle(ctx context.Context, req admission.Request) (admission.
 // checkAgent refuses a pod whose agent container does not read as one injection makes, or that elects
 // on another controller's lease (checkLocks).
 func (h *Handler) checkAgent(pod *corev1.Pod, cfg *config.Config) error {
-	injected, ok := Injected(pod)
+	given, ok := GivenTo(pod)
 	if !ok {
 		return fmt.Errorf("leasegate cannot admit this pod: its container %s is not one leasegate injects (the agent would refuse its %s settings, or it is an init container that does not restart Always); "+
-			"remove the container and let leasegate inject it (%s)", AgentContainer, strings.Join(InjectedEnv[:], ", "), contract.Inject)
+			"remove the container and let leasegate inject it (%s)", AgentContainer, strings.Join(GivenEnv[:], ", "), contract.Inject)
 	}
-	return checkLocks(pod, injected, cfg, h.Locks)
+	return checkLocks(pod, given, cfg, h.Locks)
 }
 
 // namespace looks the pod's namespace up in the cache. A namespace the cache has not seen yet (created a

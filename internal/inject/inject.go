@@ -77,7 +77,7 @@ type Result struct {
 
 // Status is the value of the leasegate.io/status annotation on an injected pod: a record for people and
 // tools that show pods (kubectl leasegate). Anyone who may update the pod can rewrite it, so no decision
-// reads it; they read Injected, which fills the fields it shares with the agent's environment.
+// reads it; they read GivenTo's Given, a type of its own, from the agent container's environment.
 type Status struct {
 	// Lease is the pod's lease; Leases, instead, those of a pod with several elections.
 	Lease   string   `json:"lease,omitempty"`
@@ -94,7 +94,7 @@ type Status struct {
 	// leases are MultiClusterLeases, provisioned as such. Empty: Leases.
 	LeaseKind string `json:"leaseKind,omitempty"`
 	// LeaseSeconds is the lease duration, in whole seconds as the agent writes it, of each of the pod's
-	// leases: the lease guard lets the pod claim its leases for exactly that long (as Injected reads it).
+	// leases (as GivenTo reads it from the environment, which the lease guard trusts instead).
 	LeaseSeconds map[string]int32 `json:"leaseSeconds,omitempty"`
 	// Version is the leasegate release that injected the pod, so kubectl leasegate check can find agents
 	// older than the webhook. Absent on pods injected before releases recorded it.
@@ -110,7 +110,7 @@ func (s Status) LeaseNames() []string {
 }
 
 // StatusOf reads an injected pod's status annotation, for display; the zero Status for any other pod.
-// Decisions read Injected.
+// Decisions read GivenTo.
 func StatusOf(pod *corev1.Pod) Status {
 	var s Status
 	_ = json.Unmarshal([]byte(pod.Annotations[contract.Status]), &s)

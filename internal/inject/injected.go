@@ -9,9 +9,9 @@ import (
 	"github.com/leasegate/leasegate/internal/lease"
 )
 
-// InjectedEnv are the agent's variables Injected reads: what it elects on, for how long, on which kind
+// GivenEnv are the agent's variables GivenTo reads: what it elects on, for how long, on which kind
 // of lock, and what it does on loss. The cache of injected pods keeps these of the agent container.
-var InjectedEnv = [...]string{
+var GivenEnv = [...]string{
 	contract.EnvLease, contract.EnvLeaseDuration, contract.EnvElections,
 	contract.EnvLeaseKind, contract.EnvOnLoss, contract.EnvOnLossElection,
 }
@@ -37,10 +37,34 @@ func AgentOf(pod *corev1.Pod) *corev1.Container {
 	return nil
 }
 
-// Injected is what injection gave pod, read from its agent container's environment, which is what the
+// Given is what injection gave a pod, as GivenTo reads it from the agent container's environment: the
+// one reading of an injected pod that decisions trust. The leasegate.io/status annotation (StatusOf, a
+// Status) is a record for people and tools, which anyone who may update the pod can rewrite; the two
+// are different types so that a decision cannot be handed the record.
+type Given struct {
+	// Lease is the pod's lease; Leases, instead, those of a pod with several elections.
+	Lease  string
+	Leases []string
+	// LeaseKind is contract.LeaseKindMultiClusterLease when the pod elects across clusters; empty: Leases.
+	LeaseKind string
+	// RestartOnLoss is the lease whose loss makes the pod evict itself; empty when none does.
+	RestartOnLoss string
+	// LeaseSeconds is the lease duration of each of the pod's leases, in whole seconds as the agent
+	// writes leaseDurationSeconds.
+	LeaseSeconds map[string]int32
+}
+
+// LeaseNames are the leases the pod elects on: its lease, or those of its elections.
+func (g Given) LeaseNames() []string {
+	if g.Lease != "" {
+		return []string{g.Lease}
+	}
+	return g.Leases
+}
+
+// GivenTo is what injection gave pod, read from its agent container's environment, which is what the
 // agent itself runs with: the leases it elects on and each one's lease duration in whole seconds (as the
-// agent writes leaseDurationSeconds), the kind of lock, and the lease whose loss restarts the pod. Only
-// those fields of the Status are set.
+// agent writes leaseDurationSeconds), the kind of lock, and the lease whose loss restarts the pod.
 //
 // Every decision about what a pod may do reads this, never the leasegate.io/status annotation: a pod's
 // env cannot change after it is created, while its annotations can be rewritten by anyone who may update
@@ -48,16 +72,16 @@ func AgentOf(pod *corev1.Pod) *corev1.Container {
 // these variables, so pods injected before the annotation recorded lease durations are read the same
 // way. ok is false for a pod without an agent container in the shape injection gives it, or whose
 // agent's settings the agent itself would refuse (it would not run).
-func Injected(pod *corev1.Pod) (status Status, ok bool) {
+func GivenTo(pod *corev1.Pod) (given Given, ok bool) {
 	agent := AgentOf(pod)
 	if agent == nil {
-		return Status{}, false
+		return Given{}, false
 	}
-	var env [len(InjectedEnv)]string // InjectedEnv's values, in its order
+	var env [len(GivenEnv)]string // GivenEnv's values, in its order
 	for _, v := range agent.Env {
 		// The last of duplicate names wins, as in the container's environment. A value from a ConfigMap,
 		// Secret or field (which can change) is none injection writes: it counts as unset.
-		for i, name := range InjectedEnv {
+		for i, name := range GivenEnv {
 			if v.Name == name {
 				env[i] = ""
 				if v.ValueFrom == nil {
@@ -71,36 +95,36 @@ func Injected(pod *corev1.Pod) (status Status, ok bool) {
 	var specs []lease.ElectionSpec
 	switch {
 	case single != "" && elections != "":
-		return Status{}, false
+		return Given{}, false
 	case elections != "":
 		var err error
 		if specs, err = lease.ParseElections(elections); err != nil {
-			return Status{}, false
+			return Given{}, false
 		}
 		for _, s := range specs {
-			status.Leases = append(status.Leases, s.Lease)
+			given.Leases = append(given.Leases, s.Lease)
 		}
 	case single != "":
 		d, err := time.ParseDuration(duration)
 		if err != nil || d < time.Second || d > lease.MaxLeaseDuration {
-			return Status{}, false
+			return Given{}, false
 		}
 		specs = []lease.ElectionSpec{{Name: single, Lease: single, LeaseDuration: lease.Duration{Duration: d}}}
-		status.Lease = single
+		given.Lease = single
 	default:
-		return Status{}, false
+		return Given{}, false
 	}
-	status.LeaseSeconds = make(map[string]int32, len(specs))
+	given.LeaseSeconds = make(map[string]int32, len(specs))
 	for _, s := range specs {
-		status.LeaseSeconds[s.Lease] = int32(s.LeaseDuration.Duration / time.Second)
+		given.LeaseSeconds[s.Lease] = int32(s.LeaseDuration.Duration / time.Second)
 	}
 
 	switch kind {
 	case "", contract.LeaseKindLease:
 	case contract.LeaseKindMultiClusterLease:
-		status.LeaseKind = kind
+		given.LeaseKind = kind
 	default:
-		return Status{}, false
+		return Given{}, false
 	}
 
 	switch onLoss {
@@ -108,14 +132,14 @@ func Injected(pod *corev1.Pod) (status Status, ok bool) {
 	case contract.OnLossRestart:
 		for _, s := range specs {
 			if s.Name == onLossElection || (onLossElection == "" && len(specs) == 1) {
-				status.RestartOnLoss = s.Lease
+				given.RestartOnLoss = s.Lease
 			}
 		}
-		if status.RestartOnLoss == "" {
-			return Status{}, false // the agent refuses an on-loss election it does not run
+		if given.RestartOnLoss == "" {
+			return Given{}, false // the agent refuses an on-loss election it does not run
 		}
 	default:
-		return Status{}, false
+		return Given{}, false
 	}
-	return status, true
+	return given, true
 }

@@ -32,7 +32,7 @@ func agentPod(env ...string) *corev1.Pod {
 
 // What the injector records in the status annotation and what it puts in the agent's environment agree
 // on every golden pod: the decisions read the latter.
-func TestInjectedReadsWhatInjectionRecorded(t *testing.T) {
+func TestGivenToReadsWhatInjectionRecorded(t *testing.T) {
 	files, _ := filepath.Glob("testdata/*.injected")
 	read := 0
 	for _, file := range files {
@@ -44,10 +44,10 @@ func TestInjectedReadsWhatInjectionRecorded(t *testing.T) {
 		t.Run(filepath.Base(file), func(t *testing.T) {
 			pod := readPod(t, file)
 			recorded := StatusOf(pod)
-			want := Status{Lease: recorded.Lease, Leases: recorded.Leases, LeaseKind: recorded.LeaseKind, RestartOnLoss: recorded.RestartOnLoss, LeaseSeconds: recorded.LeaseSeconds}
-			got, ok := Injected(pod)
+			want := Given{Lease: recorded.Lease, Leases: recorded.Leases, LeaseKind: recorded.LeaseKind, RestartOnLoss: recorded.RestartOnLoss, LeaseSeconds: recorded.LeaseSeconds}
+			got, ok := GivenTo(pod)
 			if !ok || !reflect.DeepEqual(got, want) {
-				t.Errorf("Injected() = %+v, %v; want %+v, true", got, ok, want)
+				t.Errorf("GivenTo() = %+v, %v; want %+v, true", got, ok, want)
 			}
 		})
 	}
@@ -58,20 +58,20 @@ func TestInjectedReadsWhatInjectionRecorded(t *testing.T) {
 
 // Pods injected by earlier versions (their goldens as those versions wrote them, before the status
 // annotation recorded lease durations) are read from their agent's environment like any other.
-func TestInjectedReadsPodsOfEarlierVersions(t *testing.T) {
+func TestGivenToReadsPodsOfEarlierVersions(t *testing.T) {
 	tests := []struct {
 		file string
-		want Status
+		want Given
 	}{
-		{"first-release-deployment-pod", Status{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 15}}},
-		{"takeover", Status{Lease: "billing", LeaseSeconds: map[string]int32{"billing": 7}}},
-		{"classic-sidecar", Status{Lease: "gateway-active", LeaseSeconds: map[string]int32{"gateway-active": 15}}},
-		{"elections", Status{
+		{"first-release-deployment-pod", Given{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 15}}},
+		{"takeover", Given{Lease: "billing", LeaseSeconds: map[string]int32{"billing": 7}}},
+		{"classic-sidecar", Given{Lease: "gateway-active", LeaseSeconds: map[string]int32{"gateway-active": 15}}},
+		{"elections", Given{
 			Leases:       []string{"orders-poller", "orders-reconciler", "orders-snapshot-writer"},
 			LeaseSeconds: map[string]int32{"orders-poller": 4, "orders-reconciler": 60, "orders-snapshot-writer": 15},
 		}},
-		{"on-loss-restart", Status{Lease: "scheduler", RestartOnLoss: "scheduler", LeaseSeconds: map[string]int32{"scheduler": 15}}},
-		{"multicluster-lease", Status{Lease: "payouts", LeaseKind: "MultiClusterLease", RestartOnLoss: "payouts", LeaseSeconds: map[string]int32{"payouts": 5}}},
+		{"on-loss-restart", Given{Lease: "scheduler", RestartOnLoss: "scheduler", LeaseSeconds: map[string]int32{"scheduler": 15}}},
+		{"multicluster-lease", Given{Lease: "payouts", LeaseKind: "MultiClusterLease", RestartOnLoss: "payouts", LeaseSeconds: map[string]int32{"payouts": 5}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -79,14 +79,14 @@ func TestInjectedReadsPodsOfEarlierVersions(t *testing.T) {
 			if recorded := StatusOf(pod); recorded.LeaseSeconds != nil {
 				t.Fatalf("the fixture records leaseSeconds %v: it is not from before they were recorded", recorded.LeaseSeconds)
 			}
-			if got, ok := Injected(pod); !ok || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Injected() = %+v, %v; want %+v, true", got, ok, tt.want)
+			if got, ok := GivenTo(pod); !ok || !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("GivenTo() = %+v, %v; want %+v, true", got, ok, tt.want)
 			}
 		})
 	}
 }
 
-func TestInjectedReadsOnlyTheSpec(t *testing.T) {
+func TestGivenToReadsOnlyTheSpec(t *testing.T) {
 	elections := `[{"name":"a","lease":"orders-a","leaseDuration":"20s","renewDeadline":"10s","retryPeriod":"2s"},{"name":"b","lease":"orders-b","leaseDuration":"30s","renewDeadline":"10s","retryPeriod":"2s"}]`
 	withAgent := func(mutate func(*corev1.Pod)) *corev1.Pod {
 		pod := agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s")
@@ -96,56 +96,56 @@ func TestInjectedReadsOnlyTheSpec(t *testing.T) {
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
-		want Status
+		want Given
 		ok   bool
 	}{
 		{"one lease, whatever the annotation says", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s"),
-			Status{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 15}}, true},
+			Given{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 15}}, true},
 		{"several elections, one restarting the pod", agentPod("LEASEGATE_ELECTIONS="+elections, "LEASEGATE_ON_LOSS=restart", "LEASEGATE_ON_LOSS_ELECTION=b", "LEASEGATE_LEASE_KIND=Lease"),
-			Status{Leases: []string{"orders-a", "orders-b"}, RestartOnLoss: "orders-b", LeaseSeconds: map[string]int32{"orders-a": 20, "orders-b": 30}}, true},
+			Given{Leases: []string{"orders-a", "orders-b"}, RestartOnLoss: "orders-b", LeaseSeconds: map[string]int32{"orders-a": 20, "orders-b": 30}}, true},
 		{"the last of duplicate variables wins, as in the container", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_LEASE_DURATION=20s"),
-			Status{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 20}}, true},
+			Given{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 20}}, true},
 		{"the agent as an app container (agent.nativeSidecar never)", withAgent(func(p *corev1.Pod) {
 			agent := p.Spec.InitContainers[0]
 			agent.RestartPolicy = nil
 			p.Spec.InitContainers, p.Spec.Containers = nil, append(p.Spec.Containers, agent)
-		}), Status{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 15}}, true},
-		{"the agent's name on an init container that runs to completion", withAgent(func(p *corev1.Pod) { p.Spec.InitContainers[0].RestartPolicy = nil }), Status{}, false},
+		}), Given{Lease: "orders", LeaseSeconds: map[string]int32{"orders": 15}}, true},
+		{"the agent's name on an init container that runs to completion", withAgent(func(p *corev1.Pod) { p.Spec.InitContainers[0].RestartPolicy = nil }), Given{}, false},
 		{"the agent's name on an ephemeral container only", withAgent(func(p *corev1.Pod) {
 			p.Spec.EphemeralContainers = []corev1.EphemeralContainer{{EphemeralContainerCommon: corev1.EphemeralContainerCommon(p.Spec.InitContainers[0])}}
 			p.Spec.InitContainers = nil
-		}), Status{}, false},
-		{"only the status annotation", withAgent(func(p *corev1.Pod) { p.Spec.InitContainers = nil }), Status{}, false},
+		}), Given{}, false},
+		{"only the status annotation", withAgent(func(p *corev1.Pod) { p.Spec.InitContainers = nil }), Given{}, false},
 		{"a duration from a ConfigMap, which can change, is none", withAgent(func(p *corev1.Pod) {
 			p.Spec.InitContainers[0].Env[1] = corev1.EnvVar{Name: contract.EnvLeaseDuration, ValueFrom: &corev1.EnvVarSource{ConfigMapKeyRef: &corev1.ConfigMapKeySelector{Key: "d"}}}
-		}), Status{}, false},
-		{"a lease and several elections", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ELECTIONS="+elections), Status{}, false},
-		{"elections the agent refuses", agentPod(`LEASEGATE_ELECTIONS=[{"name":"a","lease":"orders","leaseDuration":"1.5s","renewDeadline":"1s","retryPeriod":"0.5s"}]`), Status{}, false},
-		{"a duration that is not one", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15"), Status{}, false},
-		{"no duration", agentPod("LEASEGATE_LEASE=orders"), Status{}, false},
-		{"an unknown lease kind", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_LEASE_KIND=ConfigMap"), Status{}, false},
-		{"an unknown on-loss", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=reboot"), Status{}, false},
-		{"restart on an election it does not run", agentPod("LEASEGATE_ELECTIONS="+elections, "LEASEGATE_ON_LOSS=restart", "LEASEGATE_ON_LOSS_ELECTION=c"), Status{}, false},
-		{"restart without naming one of several elections", agentPod("LEASEGATE_ELECTIONS="+elections, "LEASEGATE_ON_LOSS=restart"), Status{}, false},
+		}), Given{}, false},
+		{"a lease and several elections", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ELECTIONS="+elections), Given{}, false},
+		{"elections the agent refuses", agentPod(`LEASEGATE_ELECTIONS=[{"name":"a","lease":"orders","leaseDuration":"1.5s","renewDeadline":"1s","retryPeriod":"0.5s"}]`), Given{}, false},
+		{"a duration that is not one", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15"), Given{}, false},
+		{"no duration", agentPod("LEASEGATE_LEASE=orders"), Given{}, false},
+		{"an unknown lease kind", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_LEASE_KIND=ConfigMap"), Given{}, false},
+		{"an unknown on-loss", agentPod("LEASEGATE_LEASE=orders", "LEASEGATE_LEASE_DURATION=15s", "LEASEGATE_ON_LOSS=reboot"), Given{}, false},
+		{"restart on an election it does not run", agentPod("LEASEGATE_ELECTIONS="+elections, "LEASEGATE_ON_LOSS=restart", "LEASEGATE_ON_LOSS_ELECTION=c"), Given{}, false},
+		{"restart without naming one of several elections", agentPod("LEASEGATE_ELECTIONS="+elections, "LEASEGATE_ON_LOSS=restart"), Given{}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := Injected(tt.pod)
+			got, ok := GivenTo(tt.pod)
 			if ok != tt.ok || !reflect.DeepEqual(got, tt.want) {
-				t.Errorf("Injected() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
+				t.Errorf("GivenTo() = %+v, %v; want %+v, %v", got, ok, tt.want, tt.ok)
 			}
 		})
 	}
 }
 
-// The lease guard reads Injected on every lease write of a pod (each renewal).
-func BenchmarkInjected(b *testing.B) {
+// The lease guard reads GivenTo on every lease write of a pod (each renewal).
+func BenchmarkGivenTo(b *testing.B) {
 	for _, file := range []string{"deployment-pod.yaml.injected", "elections.yaml.injected"} {
 		pod := readPod(b, "testdata/"+file)
 		b.Run(file, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, ok := Injected(pod); !ok {
+				if _, ok := GivenTo(pod); !ok {
 					b.Fatal("not read")
 				}
 			}

@@ -13,7 +13,7 @@ import (
 // cache look at, so the webhook holds a few hundred bytes per pod instead of tens of kilobytes (the whole spec
 // with the agent's env, probes and volumes, every annotation, the container statuses). The readers:
 //   - provisioning: the agent container's election variables (the pod's leases, on-loss; see
-//     inject.Injected), the service account;
+//     inject.GivenTo), the service account;
 //   - the leader Service: UID, labels, deletion, node, the containers' and native sidecars' ports (a
 //     gated pod's named port is on the agent, a native sidecar), the addresses and the Ready condition;
 //   - evictions and the lease guard: name, UID, the agent container's election variables;
@@ -52,7 +52,7 @@ func slimPod(obj any) (any, error) {
 }
 
 // containerPorts keeps each container's name, restart policy (a native sidecar's is Always) and ports,
-// and of the agent container the variables inject.Injected reads.
+// and of the agent container the variables inject.GivenTo reads.
 func containerPorts(containers []corev1.Container) []corev1.Container {
 	if len(containers) == 0 {
 		return nil
@@ -62,7 +62,7 @@ func containerPorts(containers []corev1.Container) []corev1.Container {
 		kept[i] = corev1.Container{Name: c.Name, RestartPolicy: c.RestartPolicy, Ports: c.Ports}
 		if c.Name == inject.AgentContainer {
 			for _, v := range c.Env {
-				if slices.Contains(inject.InjectedEnv[:], v.Name) {
+				if slices.Contains(inject.GivenEnv[:], v.Name) {
 					kept[i].Env = append(kept[i].Env, v)
 				}
 			}

@@ -84,8 +84,8 @@ func TestSlimPodKeepsWhatReadersRead(t *testing.T) {
 
 			// Provisioning, evictions and the lease guard: what injection gave the pod (from its spec),
 			// the service account, name and UID.
-			got, gotOK := inject.Injected(slim)
-			want, wantOK := inject.Injected(full)
+			got, gotOK := inject.GivenTo(slim)
+			want, wantOK := inject.GivenTo(full)
 			if !wantOK || gotOK != wantOK || !reflect.DeepEqual(got, want) {
 				t.Errorf("injected read as %+v, %v; want %+v, true", got, gotOK, want)
 			}

@@ -265,7 +265,7 @@ func (p *Reconciler) Reconcile(ctx context.Context, req reconcile.Request) (reco
 			sa = "default"
 		}
 		accounts = append(accounts, sa)
-		if injected, _ := inject.Injected(&pods.Items[i]); injected.RestartOnLoss == l.name {
+		if injected, _ := inject.GivenTo(&pods.Items[i]); injected.RestartOnLoss == l.name {
 			evictable = append(evictable, pods.Items[i].Name)
 		}
 	}
@@ -511,11 +511,11 @@ func (p *Reconciler) removeOwn(ctx context.Context, obj client.Object) error {
 	return client.IgnoreNotFound(p.Client.Delete(ctx, obj, preconditions))
 }
 
-// locksOf are the locks an injected pod's agent elects on (Injected, from its spec): its lease, or those
+// locksOf are the locks an injected pod's agent elects on (GivenTo, from its spec): its lease, or those
 // of its elections, each a Lease or, with LEASEGATE_LEASE_KIND MultiClusterLease, a MultiClusterLease.
 // A pod whose agent container is not one injection made elects on none, and gets no rights.
 func locksOf(pod *corev1.Pod) []lock {
-	s, _ := inject.Injected(pod)
+	s, _ := inject.GivenTo(pod)
 	names := s.LeaseNames()
 	locks := make([]lock, len(names))
 	for i, name := range names {

@@ -19,7 +19,7 @@ import (
 
 // agentPod is pod shop/orders-a with the agent container as injection makes it, its env given as
 // "NAME=value", and a status annotation that names another lease: provisioning reads the agent's
-// environment (inject.Injected), never the annotation anyone may rewrite.
+// environment (inject.GivenTo), never the annotation anyone may rewrite.
 func agentPod(env ...string) *corev1.Pod {
 	agent := corev1.Container{Name: inject.AgentContainer, RestartPolicy: ptr.To(corev1.ContainerRestartPolicyAlways)}
 	for _, kv := range env {

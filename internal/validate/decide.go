@@ -374,7 +374,7 @@ type LeaseWrite struct {
 	// Status: the write is to a MultiClusterLease's status subresource.
 	Status bool
 	// GivenSeconds is the lease duration the requesting pod's injection gave it for this lease, as its
-	// agent container's environment says (inject.Injected; a pod's spec cannot change, its annotations
+	// agent container's environment says (inject.GivenTo; a pod's spec cannot change, its annotations
 	// can); 0 for a pod leasegate did not inject for this lease.
 	GivenSeconds int32
 }

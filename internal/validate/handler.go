@@ -101,7 +101,7 @@ func (f *Webhooks) LeaseWrites() admission.Handler {
 }
 
 // givenSeconds is the lease duration the injection of the requesting pod gave it for the lease
-// namespace/name, read from the pod's spec (inject.Injected), or 0 when the requester is no pod leasegate
+// namespace/name, read from the pod's spec (inject.GivenTo), or 0 when the requester is no pod leasegate
 // injected for it.
 func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, namespace, name string, multiCluster bool) int32 {
 	podName, podUID, ok := requester.Pod()
@@ -112,7 +112,7 @@ func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, names
 	if err := f.Cluster.Get(ctx, types.NamespacedName{Namespace: namespace, Name: podName}, pod); err != nil || string(pod.UID) != podUID {
 		return 0
 	}
-	injected, ok := inject.Injected(pod)
+	injected, ok := inject.GivenTo(pod)
 	if !ok || (injected.LeaseKind == contract.LeaseKindMultiClusterLease) != multiCluster {
 		return 0
 	}
@@ -121,7 +121,7 @@ func (f *Webhooks) givenSeconds(ctx context.Context, requester *Requester, names
 
 // Evictions admits a pod's eviction of itself once it has lost its lease, and no other eviction by its
 // replicas, for the pods that restart on loss (path /validate-evictions). It reads the pod from the manager's
-// cache of injected pods, what it restarts on from its spec (inject.Injected), and its lease from the
+// cache of injected pods, what it restarts on from its spec (inject.GivenTo), and its lease from the
 // fence's cache: no API call.
 func (f *Webhooks) Evictions() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
@@ -140,7 +140,7 @@ func (f *Webhooks) Evictions() admission.Handler {
 		} else if err != nil {
 			return d.fail(http.StatusInternalServerError, err)
 		}
-		injected, _ := inject.Injected(pod)
+		injected, _ := inject.GivenTo(pod)
 		leaseName := injected.RestartOnLoss
 		if leaseName == "" {
 			d.verdict.Reason = KeepsOnLoss
@@ -162,13 +162,13 @@ func (f *Webhooks) Evictions() admission.Handler {
 }
 
 // candidate reports whether the pod namespace/name with uid is one leasegate injected for lease, as its
-// spec says (inject.Injected), from the manager's cache of injected pods: no API call.
+// spec says (inject.GivenTo), from the manager's cache of injected pods: no API call.
 func (f *Webhooks) candidate(ctx context.Context, namespace, name, uid, lease string) bool {
 	pod := &corev1.Pod{}
 	if f.Cluster.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, pod) != nil || string(pod.UID) != uid {
 		return false
 	}
-	injected, ok := inject.Injected(pod)
+	injected, ok := inject.GivenTo(pod)
 	_, forLease := injected.LeaseSeconds[lease]
 	return ok && forLease
 }
