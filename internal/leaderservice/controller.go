@@ -210,12 +210,12 @@ func (r *Reconciler) applyCompanion(ctx context.Context, want *corev1.Service) (
 		return nil, errNotOurs
 	}
 	if apiequality.Semantic.DeepEqual(current.Labels, want.Labels) && apiequality.Semantic.DeepEqual(current.OwnerReferences, want.OwnerReferences) &&
-		samePorts(current.Spec.Ports, want.Spec.Ports) && routesAsCompanion(current) {
+		samePorts(current.Spec.Ports, want.Spec.Ports) && RoutesAsCompanion(current) {
 		return current, nil
 	}
 	next := current.DeepCopy()
 	next.Labels, next.OwnerReferences, next.Spec.Ports = want.Labels, want.OwnerReferences, want.Spec.Ports
-	if !routesAsCompanion(current) {
+	if !RoutesAsCompanion(current) {
 		// A Service someone made with leasegate's labels before the opt-in must route only through
 		// leasegate's slice: its spec is the companion's, keeping only the address it was given.
 		next.Spec = corev1.ServiceSpec{
@@ -224,12 +224,6 @@ func (r *Reconciler) applyCompanion(ctx context.Context, want *corev1.Service) (
 		}
 	}
 	return next, r.Client.Update(ctx, next, client.FieldOwner(fieldOwner))
-}
-
-// routesAsCompanion reports whether svc routes only to the slices written for it, inside the cluster: a
-// ClusterIP Service without a selector or external addresses.
-func routesAsCompanion(svc *corev1.Service) bool {
-	return svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.Selector) == 0 && len(svc.Spec.ExternalIPs) == 0
 }
 
 // samePorts compares the fields of the ports a companion copies (the API server fills in the rest).

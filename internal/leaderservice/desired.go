@@ -107,6 +107,12 @@ func CompanionLease(name string, services func(name string) *corev1.Service) (le
 	return svc.Labels[contract.LeaderLease], true
 }
 
+// RoutesAsCompanion reports whether svc routes only to the slices written for it, inside the cluster: a
+// ClusterIP Service without a selector or external addresses.
+func RoutesAsCompanion(svc *corev1.Service) bool {
+	return svc.Spec.Type == corev1.ServiceTypeClusterIP && len(svc.Spec.Selector) == 0 && len(svc.Spec.ExternalIPs) == 0
+}
+
 // IsOwnSlice reports whether slice, which names companion as its Service, is the one leasegate writes
 // for it: named after the companion and managed by leasegate. Any other slice of a companion is forged
 // and removed. A slice of that name whose labels a writer forged is leasegate's by name: its endpoints,

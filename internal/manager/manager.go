@@ -55,6 +55,8 @@ const (
 	ValidateGuardedPath        = "/validate-guarded"
 	ValidateLeasesPath         = "/validate-leases"
 	ValidateEndpointSlicesPath = "/validate-endpointslices"
+	// ValidateLeaderServicesPath keeps leasegate's <service>-leader Services its own.
+	ValidateLeaderServicesPath = "/validate-leader-services"
 	// ValidateEvictionsPath admits a pod's eviction of itself after it lost its lease (on-loss: restart).
 	ValidateEvictionsPath = "/validate-evictions"
 	ValidateConfigPath    = "/validate-config"
@@ -278,6 +280,7 @@ func Run(ctx context.Context, restConfig *rest.Config, opts Options) error {
 	serve(ValidateLeasesPath, fenceWebhooks.LeaseWrites())
 	serve(ValidateConfigPath, &config.EditValidator{Namespace: opts.Namespace, Name: opts.ConfigName, APIs: apis})
 	serve(ValidateEndpointSlicesPath, fenceWebhooks.LeaderEndpoints())
+	serve(ValidateLeaderServicesPath, fenceWebhooks.LeaderServices())
 	serve(ValidateEvictionsPath, fenceWebhooks.Evictions())
 	if err := (&webhookrules.RulesSyncer{
 		Client: mgr.GetClient(), Store: store, Name: opts.WebhookConfiguration, OwnNamespace: opts.Namespace, APIs: apis,

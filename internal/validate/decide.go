@@ -7,12 +7,14 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
 	"github.com/leasegate/leasegate/internal/config"
 	"github.com/leasegate/leasegate/internal/contract"
+	"github.com/leasegate/leasegate/internal/leaderservice"
 	"github.com/leasegate/leasegate/internal/lease"
 	"github.com/leasegate/leasegate/internal/lease/leaseapi"
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -115,6 +117,7 @@ const (
 	KeepsOnLoss
 	HolderInOtherNamespace
 	LeaseByPerson
+	ForgedLeaderService
 )
 
 var reasonText = [...]string{
@@ -147,6 +150,7 @@ var reasonText = [...]string{
 	NotInjected:            "not a pod leasegate injected",
 	KeepsOnLoss:            "the pod does not restart on loss",
 	HolderInOtherNamespace: "the holder names a pod of this name, but the guard's holder format carries no UID, so only a pod of the lease's namespace, or of a service account the guard names with its namespace, is that holder",
+	ForgedLeaderService:    "only leasegate marks a Service as a <service>-leader companion or changes one: its labels " + contract.LeaderOf + ", " + contract.LeaderLease + " and " + contract.Managed + ", and that it routes only through leasegate's EndpointSlice (type ClusterIP, no selector, no external IPs); delete it and leasegate makes it again",
 	LeaseByPerson:          "a person may only ask for a handover on a lease leasegate manages (kubectl leasegate handover, or the annotations " + contract.HandoverFrom + " and " + contract.HandoverTo + "): its holder, terms, fencing token, label and existence are for leasegate and its agents; a cluster admin (an exempt requester) may break glass",
 }
 
@@ -162,7 +166,7 @@ var reasonCodes = [...]string{
 	ForgedLeaderEndpoints: "forged_leader_endpoints", MarkerChanged: "marker_changed", StatusByOthers: "status_by_others",
 	NotHandoverTarget: "not_handover_target", TimeAhead: "time_ahead", DurationNotGiven: "duration_not_given",
 	TransitionsMiscounted: "transitions_miscounted", NotInjected: "not_injected", KeepsOnLoss: "keeps_on_loss",
-	HolderInOtherNamespace: "holder_in_other_namespace", LeaseByPerson: "lease_by_person",
+	HolderInOtherNamespace: "holder_in_other_namespace", LeaseByPerson: "lease_by_person", ForgedLeaderService: "forged_leader_service",
 }
 
 // Code is the reason as a short identifier, for metric labels and audit annotations.
@@ -592,6 +596,59 @@ func (p *Policy) DecideLeaderEndpoints(requester *Requester, leaderService bool)
 		return Verdict{Reason: NotGuarded}
 	}
 	return Verdict{Reason: ForgedLeaderEndpoints, Outcome: Denied}
+}
+
+// LeaderServiceWrite is a write to a Service that is, or would become, a "<service>-leader" companion
+// (it carries leasegate.io/leader-of before or after).
+type LeaderServiceWrite struct {
+	Requester *Requester
+	// Old is nil on CREATE.
+	Old, New *corev1.Service
+}
+
+// DecideLeaderService keeps a companion Service leasegate's: what marks it (its leader-of, leader-lease
+// and managed labels) and what it routes to (a ClusterIP Service without a selector or external
+// addresses, so only leasegate's slice routes it) are changed by leasegate alone, whose own writes never
+// reach the fence. Otherwise anyone who may update Services could remove the label and give it the
+// workload's selector, and the endpoint slice controller would route it to every replica, leader or not.
+// Nor may anyone else mark a Service as a companion. Exempt requesters and the control plane pass, as
+// everywhere; a companion's other metadata (annotations, other labels) and ports are anyone's, and the
+// controller sets the ports back.
+func (p *Policy) DecideLeaderService(w *LeaderServiceWrite) Verdict {
+	saNamespace, _, isServiceAccount := w.Requester.serviceAccount()
+	switch {
+	case p.exempt(w.Requester):
+		return Verdict{Reason: Exempt}
+	case !isServiceAccount && strings.HasPrefix(w.Requester.Username, controlPlaneUsers), isServiceAccount && saNamespace == metav1.NamespaceSystem:
+		return Verdict{Reason: NotGated}
+	}
+	v := Verdict{LeaseNamespace: w.New.Namespace, LeaseName: w.New.Labels[contract.LeaderLease]}
+	switch {
+	case w.Old == nil || !leaderservice.IsCompanion(w.Old):
+		if !leaderservice.IsCompanion(w.New) {
+			return Verdict{Reason: NotGuarded}
+		}
+	case w.Old != nil:
+		v.LeaseName = w.Old.Labels[contract.LeaderLease]
+		if sameCompanionMarks(w.Old, w.New) && leaderservice.RoutesAsCompanion(w.New) {
+			return Verdict{Reason: NotGated}
+		}
+	}
+	v.Reason, v.Outcome = ForgedLeaderService, Denied
+	return v
+}
+
+// sameCompanionMarks reports whether a write leaves the labels that make a Service leasegate's companion
+// as they were.
+func sameCompanionMarks(old, updated *corev1.Service) bool {
+	for _, key := range [...]string{contract.LeaderOf, contract.LeaderLease, contract.Managed} {
+		was, wasSet := old.Labels[key]
+		is, isSet := updated.Labels[key]
+		if was != is || wasSet != isSet {
+			return false
+		}
+	}
+	return true
 }
 
 // Eviction is a request to evict a pod that restarts itself on loss (leasegate.io/on-loss: restart), whose

@@ -9,6 +9,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -627,6 +628,56 @@ func TestDecideLeaderEndpoints(t *testing.T) {
 			got := p.DecideLeaderEndpoints(tt.requester, tt.leaderService)
 			if got.Reason != tt.want || got.Outcome != tt.outcome {
 				t.Errorf("DecideLeaderEndpoints() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), tt.outcome)
+			}
+		})
+	}
+}
+
+func TestDecideLeaderService(t *testing.T) {
+	p := testPolicy(t, "")
+	companion := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-leader", Labels: map[string]string{contract.LeaderOf: "orders", contract.LeaderLease: "orders", contract.Managed: "true"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, Ports: []corev1.ServicePort{{Port: 80}}},
+	}
+	changed := func(change func(*corev1.Service)) *corev1.Service {
+		svc := companion.DeepCopy()
+		change(svc)
+		return svc
+	}
+	unlabelled := changed(func(s *corev1.Service) { delete(s.Labels, contract.LeaderOf) })
+	selecting := changed(func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app": "orders"} })
+	person, follower := &Requester{Username: "dana"}, pod("shop", "orders", "orders-b", "uid-b")
+	tests := []struct {
+		name      string
+		requester *Requester
+		old, new  *corev1.Service
+		want      Reason
+	}{
+		{"a namespace admin may not unmark the companion", person, companion, unlabelled, ForgedLeaderService},
+		{"nor give it a selector, routing it to every replica", person, companion, selecting, ForgedLeaderService},
+		{"nor both at once", person, companion, changed(func(s *corev1.Service) { delete(s.Labels, contract.LeaderOf); s.Spec.Selector = map[string]string{"app": "orders"} }), ForgedLeaderService},
+		{"nor point it at another lease", person, companion, changed(func(s *corev1.Service) { s.Labels[contract.LeaderLease] = "billing" }), ForgedLeaderService},
+		{"nor unmark it as leasegate's", person, companion, changed(func(s *corev1.Service) { delete(s.Labels, contract.Managed) }), ForgedLeaderService},
+		{"nor route it outside the cluster", person, companion, changed(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }), ForgedLeaderService},
+		{"nor give it external addresses", person, companion, changed(func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"203.0.113.7"} }), ForgedLeaderService},
+		{"a pod may not either", follower, companion, selecting, ForgedLeaderService},
+		{"nobody but leasegate creates a companion", person, nil, companion, ForgedLeaderService},
+		{"an update that leaves the companion as it is passes", person, companion.DeepCopy(), companion, NotGated},
+		{"nor marks a Service of its own as one", person, unlabelled, companion, ForgedLeaderService},
+		{"anyone may annotate the companion", person, companion, changed(func(s *corev1.Service) { s.Annotations = map[string]string{"team": "payments"} }), NotGated},
+		{"a Service without the mark is none of leasegate's business", person, nil, unlabelled, NotGuarded},
+		{"a cluster admin may break glass", &Requester{Username: "admin", Groups: []string{"system:masters"}}, companion, selecting, Exempt},
+		{"the control plane passes", &Requester{Username: "system:serviceaccount:kube-system:service-controller"}, companion, selecting, NotGated},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := p.DecideLeaderService(&LeaderServiceWrite{Requester: tt.requester, Old: tt.old, New: tt.new})
+			wantOutcome := Allowed
+			if tt.want == ForgedLeaderService {
+				wantOutcome = Denied
+			}
+			if got.Reason != tt.want || got.Outcome != wantOutcome {
+				t.Errorf("DecideLeaderService() = %s (%s), want %s (%s)", got.Reason.Code(), got.Outcome, tt.want.Code(), wantOutcome)
 			}
 		})
 	}

@@ -212,6 +212,33 @@ func (f *Webhooks) LeaderEndpoints() admission.Handler {
 	})
 }
 
+// LeaderServices keeps the "<service>-leader" Services leasegate made its own (path
+// /validate-leader-services): only leasegate changes what marks them and what they route to, and only it
+// marks a Service as one. leasegate's own writes never reach it.
+func (f *Webhooks) LeaderServices() admission.Handler {
+	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
+		d := startDecision("service")
+		defer d.observe()
+		w := &LeaderServiceWrite{Requester: requesterOf(&req), New: &corev1.Service{}}
+		if err := json.Unmarshal(req.Object.Raw, w.New); err != nil {
+			return d.fail(http.StatusBadRequest, err)
+		}
+		if len(req.OldObject.Raw) > 0 {
+			w.Old = &corev1.Service{}
+			if err := json.Unmarshal(req.OldObject.Raw, w.Old); err != nil {
+				return d.fail(http.StatusBadRequest, err)
+			}
+		}
+		d.verdict = f.policy.Load().DecideLeaderService(w)
+		if d.verdict.LeaseName != "" {
+			if l, ok := f.Leases.Get(d.verdict.LeaseNamespace, d.verdict.LeaseName); ok {
+				d.verdict.Holder = l.Judged.HolderIdentity
+			}
+		}
+		return f.respond(ctx, &req, d.verdict)
+	})
+}
+
 // respond turns a verdict into the admission response, the audit annotations and, for a fenced write,
 // an Event. Dry-run requests get the same answer but leave no Event behind.
 func (f *Webhooks) respond(ctx context.Context, req *admission.Request, v Verdict) admission.Response {

@@ -12,7 +12,7 @@ import (
 var (
 	decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "leasegate_fence_decisions_total",
-		Help: "Fence decisions by webhook (guarded, lease, eviction or endpointslice), guard, outcome (allowed, warned, dryrun, denied, or error for a request answered without a decision) and reason.",
+		Help: "Fence decisions by webhook (guarded, lease, eviction, endpointslice or service), guard, outcome (allowed, warned, dryrun, denied, or error for a request answered without a decision) and reason.",
 	}, []string{"webhook", "guard", "outcome", "reason"})
 	decisionSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "leasegate_fence_decision_duration_seconds",

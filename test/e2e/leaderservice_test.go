@@ -172,14 +172,19 @@ var _ = Describe("A leader Service opted in after someone else routed its name",
 			Expect(err).NotTo(HaveOccurred(), "nothing is leasegate's yet: %s", slice.Name)
 		}
 
-		// Once a Service carries leasegate's labels, its slices are refused too: it is made last.
-		_, err := mallory.CoreV1().Services(ns).Create(ctx, &corev1.Service{
+		// Once a Service carries leasegate's labels, its slices are refused too: it is made last. Only
+		// leasegate marks a Service as a companion, so mallory is refused; one made past the webhook (while
+		// it was down, or before leasegate was installed) is played by a cluster admin's.
+		lookalike := &corev1.Service{
 			ObjectMeta: metav1.ObjectMeta{Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders"}},
 			Spec: corev1.ServiceSpec{
 				Selector: map[string]string{"app.kubernetes.io/name": "orders"},
 				Ports:    []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}},
 			},
-		}, metav1.CreateOptions{})
+		}
+		_, err := mallory.CoreV1().Services(ns).Create(ctx, lookalike, metav1.CreateOptions{})
+		Expect(err).To(MatchError(ContainSubstring("only leasegate marks a Service as a <service>-leader companion")))
+		_, err = controlPlane.Client.CoreV1().Services(ns).Create(ctx, lookalike, metav1.CreateOptions{})
 		Expect(err).NotTo(HaveOccurred())
 
 		By("opting the Service in")
@@ -211,6 +216,29 @@ var _ = Describe("A leader Service opted in after someone else routed its name",
 			_, err := mallory.DiscoveryV1().EndpointSlices(ns).Create(ctx, slice, metav1.CreateOptions{})
 			Expect(err).To(MatchError(ContainSubstring("only leasegate writes the endpoints of a <service>-leader Service")), slice.Name)
 		}
+
+		By("refusing to take the companion from leasegate: unmarked and given the workload's selector, it would route every replica")
+		takes := map[string]func(*corev1.Service){
+			"unmarked":         func(s *corev1.Service) { delete(s.Labels, contract.LeaderOf) },
+			"given a selector": func(s *corev1.Service) { s.Spec.Selector = map[string]string{"app.kubernetes.io/name": "orders"} },
+			"both in one write": func(s *corev1.Service) {
+				delete(s.Labels, contract.LeaderOf)
+				s.Spec.Selector = map[string]string{"app.kubernetes.io/name": "orders"}
+			},
+			"pointed at a NodePort": func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort },
+		}
+		for what, take := range takes {
+			svc, err := mallory.CoreV1().Services(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
+			Expect(err).NotTo(HaveOccurred())
+			take(svc)
+			_, err = mallory.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+			Expect(err).To(MatchError(ContainSubstring(`admission webhook "services.leasegate.io" denied the request`)), what)
+		}
+		svc, err := mallory.CoreV1().Services(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
+		Expect(err).NotTo(HaveOccurred())
+		metav1.SetMetaDataAnnotation(&svc.ObjectMeta, "team", "payments")
+		_, err = mallory.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
+		Expect(err).NotTo(HaveOccurred(), "the companion's annotations are anyone's")
 	})
 })
 
