@@ -655,7 +655,10 @@ func TestDecideLeaderService(t *testing.T) {
 	}{
 		{"a namespace admin may not unmark the companion", person, companion, unlabelled, ForgedLeaderService},
 		{"nor give it a selector, routing it to every replica", person, companion, selecting, ForgedLeaderService},
-		{"nor both at once", person, companion, changed(func(s *corev1.Service) { delete(s.Labels, contract.LeaderOf); s.Spec.Selector = map[string]string{"app": "orders"} }), ForgedLeaderService},
+		{"nor both at once", person, companion, changed(func(s *corev1.Service) {
+			delete(s.Labels, contract.LeaderOf)
+			s.Spec.Selector = map[string]string{"app": "orders"}
+		}), ForgedLeaderService},
 		{"nor point it at another lease", person, companion, changed(func(s *corev1.Service) { s.Labels[contract.LeaderLease] = "billing" }), ForgedLeaderService},
 		{"nor unmark it as leasegate's", person, companion, changed(func(s *corev1.Service) { delete(s.Labels, contract.Managed) }), ForgedLeaderService},
 		{"nor route it outside the cluster", person, companion, changed(func(s *corev1.Service) { s.Spec.Type = corev1.ServiceTypeNodePort }), ForgedLeaderService},
