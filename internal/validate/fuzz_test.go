@@ -139,3 +139,26 @@ func FuzzLeaderEndpoints(f *testing.F) {
 		write(admissionv1.Create, authenticationv1.UserInfo{Username: "system:serviceaccount:kube-system:endpointslice-controller"}, nil, slice("web-leader")),
 	)
 }
+
+func FuzzLeaderServices(f *testing.F) {
+	fence := fuzzFence(f)
+	companion := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders-leader", Labels: map[string]string{contract.LeaderLease: "orders", contract.LeaderOf: "orders", contract.Managed: "true"}},
+		Spec:       corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP},
+	}
+	taken := companion.DeepCopy()
+	delete(taken.Labels, contract.LeaderOf)
+	taken.Spec.Selector = map[string]string{"app": "orders"}
+	write := func(op admissionv1.Operation, user authenticationv1.UserInfo, old, updated *corev1.Service) admissionv1.AdmissionRequest {
+		req := admissionv1.AdmissionRequest{UID: "1", Operation: op, Namespace: "shop", Name: "orders-leader", UserInfo: user, Object: raw(f, updated)}
+		if old != nil {
+			req.OldObject = raw(f, old)
+		}
+		return req
+	}
+	fuzzEndpoint(f, fence.LeaderServices(),
+		write(admissionv1.Update, authenticationv1.UserInfo{Username: "mallory"}, companion, taken),
+		write(admissionv1.Create, podUser("orders-b", "uid-b"), nil, companion),
+		write(admissionv1.Update, authenticationv1.UserInfo{Username: "jane", Groups: []string{"system:masters"}}, companion, taken),
+	)
+}
