@@ -91,6 +91,7 @@ var expectedEntries = []struct {
 	{false, "leases.leasegate.io", admissionregistrationv1.Ignore},
 	{false, "evictions.leasegate.io", admissionregistrationv1.Fail},
 	{false, "endpointslices.leasegate.io", admissionregistrationv1.Ignore},
+	{false, "services.leasegate.io", admissionregistrationv1.Ignore},
 	{false, "config.leasegate.io", admissionregistrationv1.Fail},
 }
 
