@@ -149,7 +149,7 @@ test-envtest: $(CONTROLPLANE_DEP) $(HELM) ## The envtest suites (test/e2e, test/
 
 .PHONY: test-oldest
 test-oldest: ## The envtest suites against the oldest supported Kubernetes (KUBERNETES_OLDEST in hack/versions.env); CI runs it.
-	$(MAKE) test-envtest KUBE_VERSION=$(KUBERNETES_OLDEST)
+	$(if $(filter environment,$(origin KUBEBUILDER_ASSETS)),,env -u KUBEBUILDER_ASSETS) $(MAKE) test-envtest KUBE_VERSION=$(KUBERNETES_OLDEST)
 
 # test/chart runs `promtool test rules` on the chart's alerts and parses the dashboard's queries with it;
 # the real-cluster suite runs the server. The test harness finds both in bin/tools at PROMETHEUS_VERSION.
