@@ -150,7 +150,7 @@ var reasonText = [...]string{
 	NotInjected:            "not a pod leasegate injected",
 	KeepsOnLoss:            "the pod does not restart on loss",
 	HolderInOtherNamespace: "the holder names a pod of this name, but the guard's holder format carries no UID, so only a pod of the lease's namespace, or of a service account the guard names with its namespace, is that holder",
-	ForgedLeaderService:    "only leasegate marks a Service as a <service>-leader companion or changes one: its labels " + contract.LeaderOf + ", " + contract.LeaderLease + " and " + contract.Managed + ", and that it routes only through leasegate's EndpointSlice (type ClusterIP, no selector, no external IPs); delete it and leasegate makes it again",
+	ForgedLeaderService:    "only leasegate marks a Service as a <service>-leader companion or changes one: its labels " + contract.LeaderOf + ", " + contract.LeaderLease + " and " + contract.Managed + ", and that it routes only through leasegate's EndpointSlice (type ClusterIP, no selector, no external IPs); nor may anyone else create or delete one (remove the followed Service's " + contract.LeaderLease + " label to opt out)",
 	LeaseByPerson:          "a person may only ask for a handover on a lease leasegate manages (kubectl leasegate handover, or the annotations " + contract.HandoverFrom + " and " + contract.HandoverTo + "): its holder, terms, fencing token, label and existence are for leasegate and its agents; a cluster admin (an exempt requester) may break glass",
 }
 
@@ -602,7 +602,7 @@ func (p *Policy) DecideLeaderEndpoints(requester *Requester, leaderService bool)
 // (it carries leasegate.io/leader-of before or after).
 type LeaderServiceWrite struct {
 	Requester *Requester
-	// Old is nil on CREATE.
+	// Old is nil on CREATE, New nil on DELETE.
 	Old, New *corev1.Service
 }
 
@@ -613,7 +613,7 @@ type LeaderServiceWrite struct {
 // workload's selector, and the endpoint slice controller would route it to every replica, leader or not.
 // Nor may anyone else mark a Service as a companion. Exempt requesters and the control plane pass, as
 // everywhere; a companion's other metadata (annotations, other labels) and ports are anyone's, and the
-// controller sets the ports back.
+// controller sets the ports back. Nor may anyone else delete a companion.
 func (p *Policy) DecideLeaderService(w *LeaderServiceWrite) Verdict {
 	saNamespace, _, isServiceAccount := w.Requester.serviceAccount()
 	switch {
@@ -622,20 +622,21 @@ func (p *Policy) DecideLeaderService(w *LeaderServiceWrite) Verdict {
 	case !isServiceAccount && strings.HasPrefix(w.Requester.Username, controlPlaneUsers), isServiceAccount && saNamespace == metav1.NamespaceSystem:
 		return Verdict{Reason: NotGated}
 	}
-	v := Verdict{LeaseNamespace: w.New.Namespace, LeaseName: w.New.Labels[contract.LeaderLease]}
+	wasCompanion := w.Old != nil && leaderservice.IsCompanion(w.Old)
 	switch {
-	case w.Old == nil || !leaderservice.IsCompanion(w.Old):
-		if !leaderservice.IsCompanion(w.New) {
-			return Verdict{Reason: NotGuarded}
-		}
-	case w.Old != nil:
-		v.LeaseName = w.Old.Labels[contract.LeaderLease]
-		if sameCompanionMarks(w.Old, w.New) && leaderservice.RoutesAsCompanion(w.New) {
-			return Verdict{Reason: NotGated}
-		}
+	case wasCompanion && w.New != nil && sameCompanionMarks(w.Old, w.New) && leaderservice.RoutesAsCompanion(w.New):
+		return Verdict{Reason: NotGated}
+	case !wasCompanion && (w.New == nil || !leaderservice.IsCompanion(w.New)):
+		return Verdict{Reason: NotGuarded}
 	}
-	v.Reason, v.Outcome = ForgedLeaderService, Denied
-	return v
+	// A delete is refused too: the name freed, a Service of it without the mark (and with the workload's
+	// selector) would be neither leasegate's nor judged, and leasegate does not take a Service it did
+	// not make. The garbage collector removes a companion with its followed Service.
+	judged := w.New
+	if wasCompanion {
+		judged = w.Old
+	}
+	return Verdict{Reason: ForgedLeaderService, Outcome: Denied, LeaseNamespace: judged.Namespace, LeaseName: judged.Labels[contract.LeaderLease]}
 }
 
 // sameCompanionMarks reports whether a write leaves the labels that make a Service leasegate's companion

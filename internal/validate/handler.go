@@ -3,6 +3,7 @@ package validate
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -219,15 +220,21 @@ func (f *Webhooks) LeaderServices() admission.Handler {
 	return admission.HandlerFunc(func(ctx context.Context, req admission.Request) admission.Response {
 		d := startDecision("service")
 		defer d.observe()
-		w := &LeaderServiceWrite{Requester: requesterOf(&req), New: &corev1.Service{}}
-		if err := json.Unmarshal(req.Object.Raw, w.New); err != nil {
-			return d.fail(http.StatusBadRequest, err)
-		}
-		if len(req.OldObject.Raw) > 0 {
-			w.Old = &corev1.Service{}
-			if err := json.Unmarshal(req.OldObject.Raw, w.Old); err != nil {
+		w := &LeaderServiceWrite{Requester: requesterOf(&req)}
+		for _, side := range []struct {
+			raw []byte
+			svc **corev1.Service
+		}{{req.OldObject.Raw, &w.Old}, {req.Object.Raw, &w.New}} {
+			if len(side.raw) == 0 {
+				continue
+			}
+			*side.svc = &corev1.Service{}
+			if err := json.Unmarshal(side.raw, *side.svc); err != nil {
 				return d.fail(http.StatusBadRequest, err)
 			}
+		}
+		if w.Old == nil && w.New == nil {
+			return d.fail(http.StatusBadRequest, errors.New("the request carries no Service"))
 		}
 		d.verdict = f.policy.Load().DecideLeaderService(w)
 		if d.verdict.LeaseName != "" {

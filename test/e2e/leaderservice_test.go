@@ -234,6 +234,10 @@ var _ = Describe("A leader Service opted in after someone else routed its name",
 			_, err = mallory.CoreV1().Services(ns).Update(ctx, svc, metav1.UpdateOptions{})
 			Expect(err).To(MatchError(ContainSubstring(`admission webhook "services.leasegate.io" denied the request`)), what)
 		}
+		Expect(controlPlane.Client.RbacV1().Roles(ns).Delete(ctx, "mallory", metav1.DeleteOptions{})).To(Succeed())
+		grantServiceDeletes(ctx, ns, "mallory")
+		Expect(mallory.CoreV1().Services(ns).Delete(ctx, "orders-leader", metav1.DeleteOptions{})).
+			To(MatchError(ContainSubstring(`admission webhook "services.leasegate.io" denied the request`)), "a delete would free the name for an unmarked lookalike")
 		svc, err := mallory.CoreV1().Services(ns).Get(ctx, "orders-leader", metav1.GetOptions{})
 		Expect(err).NotTo(HaveOccurred())
 		metav1.SetMetaDataAnnotation(&svc.ObjectMeta, "team", "payments")
@@ -241,6 +245,20 @@ var _ = Describe("A leader Service opted in after someone else routed its name",
 		Expect(err).NotTo(HaveOccurred(), "the companion's annotations are anyone's")
 	})
 })
+
+// grantServiceDeletes gives user of namespace what sliceWriter does, and Service deletes too.
+func grantServiceDeletes(ctx context.Context, namespace, user string) {
+	_, err := controlPlane.Client.RbacV1().Roles(namespace).Create(ctx, &rbacv1.Role{
+		ObjectMeta: metav1.ObjectMeta{Name: user},
+		Rules: []rbacv1.PolicyRule{
+			{APIGroups: []string{"discovery.k8s.io"}, Resources: []string{"endpointslices"}, Verbs: []string{"get", "list", "create", "update"}},
+			{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"get", "create", "update", "delete"}},
+		},
+	}, metav1.CreateOptions{})
+	Expect(err).NotTo(HaveOccurred())
+	Expect(process.WaitUntilAllowed(ctx, controlPlane.Client, user, []string{"system:authenticated"},
+		authorizationv1.ResourceAttributes{Namespace: namespace, Verb: "delete", Resource: "services"})).To(Succeed())
+}
 
 // sliceWriter is a user of namespace who may write Services and EndpointSlices there, and nothing else.
 func sliceWriter(ctx context.Context, namespace, user string) kubernetes.Interface {
