@@ -12,6 +12,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/leasegate/leasegate/pkg/multicluster/v1alpha1"
@@ -43,6 +44,21 @@ func TestYieldAfterEndingOwnTerm(t *testing.T) {
 	if wait, may := (&election{}).mayClaim(ended); !may || wait != 0 {
 		t.Errorf("a cluster that never held the term yields %s", wait)
 	}
+}
+
+// controllerOf is cluster a's controller on backend and clk, with MultiClusterLease shop/orders in a
+// fake API server: the controller, its client, the lease as read, and the request that reconciles it.
+func controllerOf(t *testing.T, backend Backend, clk *clocktesting.FakePassiveClock) (*Controller, client.Client, *v1alpha1.MultiClusterLease, ctrl.Request) {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	mcl := &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(mcl).WithObjects(mcl).Build()
+	c := &Controller{Client: kube, Backend: backend, Cluster: "a", Clock: clk, Log: logr.Discard(),
+		elections: map[types.NamespacedName]*election{}}
+	return c, kube, mcl, ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}
 }
 
 // slowResign is a backend of one key whose Resign takes resignTakes on the controller's clock, as a
@@ -77,15 +93,7 @@ func TestTheYieldCountsFromWhenTheKeyWentFree(t *testing.T) {
 	t0 := time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(t0)
 	backend := &slowResign{clock: clk, resignTakes: 400 * time.Millisecond}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	mcl := &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(mcl).WithObjects(mcl).Build()
-	c := &Controller{Client: kube, Backend: backend, Cluster: "a", Clock: clk, Log: logr.Discard(),
-		elections: map[types.NamespacedName]*election{}}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}
+	c, kube, mcl, req := controllerOf(t, backend, clk)
 	stand := func(holder string) {
 		t.Helper()
 		if err := kube.Get(ctx, req.NamespacedName, mcl); err != nil {
@@ -129,15 +137,7 @@ func TestValidUntilNeverOutlastsTheBackendLease(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
 	clk := clocktesting.NewFakePassiveClock(t0)
 	backend := &slowResign{clock: clk}
-	scheme := runtime.NewScheme()
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	mcl := &v1alpha1.MultiClusterLease{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "orders"}}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(mcl).WithObjects(mcl).Build()
-	c := &Controller{Client: kube, Backend: backend, Cluster: "a", Clock: clk, Log: logr.Discard(),
-		elections: map[types.NamespacedName]*election{}}
-	req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: "shop", Name: "orders"}}
+	c, kube, mcl, req := controllerOf(t, backend, clk)
 	heartbeat := func(seconds int32) v1alpha1.MultiClusterLeaseStatus {
 		t.Helper()
 		if err := kube.Get(ctx, req.NamespacedName, mcl); err != nil {
